@@ -1,0 +1,116 @@
+"""The public log-linear attention operator: validation, dtype handling and the choice of implementation."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from loglinear.kernels.checks import check_inputs, check_levels, check_values
+from loglinear.kernels.chunk import chunk_log_linear_attn
+from loglinear.kernels.naive import naive_log_linear_attn
+from loglinear.kernels.recurrent import recurrent_log_linear_attn, recurrent_step
+from loglinear.kernels.state import LogLinearState
+
+Impl = Callable[..., tuple[Tensor, LogLinearState]]
+
+
+def _naive(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+    return naive_log_linear_attn(q, k, v, g, lam, beta, _or_fresh(state, q, v), out_levels)
+
+
+def _recurrent(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+    return recurrent_log_linear_attn(q, k, v, g, lam, beta, _with_levels(_or_fresh(state, q, v), out_levels))
+
+
+def _chunk(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+    return chunk_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size)
+
+
+IMPLS: dict[str, Impl] = {"naive": _naive, "recurrent": _recurrent, "chunk": _chunk}
+"""Implementations by name; "auto" picks the fastest for the device (chunk until the Triton kernels land)."""
+
+
+def _resolve_impl(impl: str, device: torch.device) -> Impl:
+    if impl == "auto":
+        return IMPLS["chunk"]
+    if impl not in IMPLS:
+        raise ValueError(f"unknown impl {impl!r}; valid: {', '.join(['auto', *IMPLS])}")
+    return IMPLS[impl]
+
+
+def _compute_dtype(*xs: Tensor | None) -> torch.dtype:
+    return torch.float64 if any(x is not None and x.dtype == torch.float64 for x in xs) else torch.float32
+
+
+def _or_fresh(state: LogLinearState | None, q: Tensor, v: Tensor) -> LogLinearState:
+    B, _, H, K = q.shape
+    return state or LogLinearState.zeros(B, H, 1, v.shape[-1], K, device=q.device, dtype=q.dtype)
+
+
+def _with_levels(state: LogLinearState, levels: int) -> LogLinearState:
+    """The same state with `levels` buckets: zero-padded, or summed into one when levels == 1 (lam=None)."""
+    S = state.levels
+    if S.shape[2] == levels:
+        return state
+    if levels == 1:
+        return LogLinearState(S.sum(2, keepdim=True), state.position)
+    pad = S.new_zeros(S.shape[:2] + (levels - S.shape[2],) + S.shape[3:])
+    return LogLinearState(torch.cat([S, pad], dim=2), state.position)
+
+
+def log_linear_attn(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None = None, *,
+    initial_state: LogLinearState | None = None, output_final_state: bool = False,
+    impl: str = "auto", chunk_size: int = 64,
+) -> tuple[Tensor, LogLinearState | None]:
+    """Log-linear attention (shared/SPEC.md section 2): log-linear Mamba-2 (beta None) or Gated DeltaNet.
+
+    q, k (B, T, H, K); v (B, T, H, V); g (B, T, H) log-decays (<= 0); lam (B, T, H, L) level weights
+    with L >= num_levels(position + T), or None for a single state (plain gated linear attention /
+    gated delta rule); beta (B, T, H) or None. Returns o (B, T, H, V) in v's dtype (float32
+    accumulation) and the final LogLinearState when `output_final_state`, else None.
+    """
+    run = _resolve_impl(impl, q.device if isinstance(q, Tensor) else torch.device("cpu"))
+    if not isinstance(chunk_size, int) or chunk_size < 1 or chunk_size & (chunk_size - 1):
+        raise ValueError(f"chunk_size must be a power of two >= 1, got {chunk_size!r}")
+    check_inputs(q, k, v, g, lam, beta, initial_state, has_time=True)
+    check_levels(lam, initial_state, q.shape[1])
+    check_values(q, k, v, g, lam, beta)
+
+    dtype = _compute_dtype(q, k, v, g, lam, beta)
+    cast = [None if x is None else x.to(dtype) for x in (q, k, v, g, lam, beta)]
+    in_levels = 1 if initial_state is None else initial_state.levels.shape[2]
+    out_levels = 1 if lam is None else max(lam.shape[-1], in_levels)
+    state = None
+    if initial_state is not None:
+        state = LogLinearState(initial_state.levels.to(dtype), initial_state.position)
+        if lam is None:
+            state = _with_levels(state, 1)
+    if lam is not None and lam.shape[-1] < out_levels:  # a deeper initial state: its extra levels read weight 0
+        cast[4] = torch.nn.functional.pad(cast[4], (0, out_levels - lam.shape[-1]))
+    o, final = run(*cast, state, out_levels, chunk_size)
+    return o.to(v.dtype), (final if output_final_state else None)
+
+
+def log_linear_attn_step(
+    q_t: Tensor, k_t: Tensor, v_t: Tensor, g_t: Tensor, lam_t: Tensor | None, beta_t: Tensor | None = None,
+    state: LogLinearState | None = None,
+) -> tuple[Tensor, LogLinearState]:
+    """One decoding step: q_t, k_t (B, H, K); v_t (B, H, V); g_t, beta_t (B, H); lam_t (B, H, L).
+
+    `state` (from `log_linear_attn(..., output_final_state=True)`, an earlier step, or None for a
+    fresh one with lam_t's L levels) must hold L levels, enough for every position it will reach
+    (num_levels(max_len)): the step does no value checks, so that it never synchronises with the host.
+    Returns o_t (B, H, V) in v_t's dtype and the next state.
+    """
+    check_inputs(q_t, k_t, v_t, g_t, lam_t, beta_t, state, has_time=False)
+    dtype = _compute_dtype(q_t, k_t, v_t, g_t, lam_t, beta_t)
+    if state is None:
+        B, H, K = q_t.shape
+        L = 1 if lam_t is None else lam_t.shape[-1]
+        state = LogLinearState.zeros(B, H, L, v_t.shape[-1], K, device=q_t.device, dtype=dtype)
+    cast = [None if x is None else x.to(dtype) for x in (q_t, k_t, v_t, g_t, lam_t, beta_t)]
+    o_t, state = recurrent_step(*cast, LogLinearState(state.levels.to(dtype), state.position))
+    return o_t.to(v_t.dtype), state

@@ -1,0 +1,172 @@
+"""Chunkwise log-linear attention in PyTorch: O(T log(T/C)) work, matmul-rich, differentiable.
+
+The sequence is cut into chunks of C = 2^c positions aligned to absolute multiples of C, so every
+key s in an earlier chunk J sits, seen from any query in chunk I, at level c + bit_length(I ^ J):
+one Fenwick level per chunk pair. Per batch element and head:
+
+1. Intra-chunk (dense C x C, like the naive form): A = Q K^T ⊙ M^S (times (I + L)^-1 diag(beta) for
+   the delta rule), masked by M^H_ts = lambda_t^(bit_length(t ^ s)), o = (A ⊙ M^H) V.
+2. Per chunk, its effect on a state (the UT/WY form for the delta rule): the chunk's transition
+   P = W_first...W_last, its contribution D = sum_s v_s c_s^T with c_s^T = beta_s k_s^T W_{s+1}..W_last,
+   and the effective queries r_t = W_first..W_t q_t.
+3. Inter-chunk: one pass over the chunks carrying the chunk-level Fenwick state (the recurrence of
+   kernels/recurrent.py with chunks as tokens and D as the outer product): at chunk I its bucket m
+   holds the keys at level c + m, and o_t += sum_m lambda_t^(c+m) H_m r_t, one (C x L*K)(L*K x V)
+   matmul per chunk.
+4. An initial state's buckets travel with the chunk transitions; bucket l is read at level
+   max(l, bit_length(p_t ^ last)). The final state comes from the last chunk's buckets plus that
+   chunk's own keys split into levels 0..c.
+
+All gate sums are formed in log space and only exp of non-positive numbers is taken.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from einops import rearrange
+from torch import Tensor
+
+from loglinear.kernels.fenwick import bit_length, fenwick_merge, level_matrix, state_bucket_levels
+from loglinear.kernels.state import LogLinearState
+
+
+def _to_chunks(x: Tensor | None, shift: Tensor | None, N: int, C: int) -> Tensor | None:
+    """(B, T, H, *) -> (B, H, N, C, *), zero-padded: `shift` (B,) zeros in front (None: none), the rest at the end."""
+    if x is None:
+        return None
+    B, T = x.shape[:2]
+    if shift is None:
+        x = F.pad(x.flatten(2), (0, 0, 0, N * C - T)).reshape(B, N * C, *x.shape[2:])
+    else:
+        src = torch.arange(N * C, device=x.device)[None, :] - shift[:, None]  # (B, N*C) source index
+        valid = ((src >= 0) & (src < T))[:, :, None]
+        flat = x.flatten(2).gather(1, src.clamp(0, T - 1)[:, :, None].expand(-1, -1, x[0, 0].numel()))
+        x = torch.where(valid, flat, torch.zeros_like(flat)).reshape(B, N * C, *x.shape[2:])
+    return rearrange(x, "b (n c) h ... -> b h n c ...", c=C)
+
+
+def _from_chunks(o: Tensor, shift: Tensor | None, T: int) -> Tensor:
+    """(B, H, N, C, V) -> (B, T, H, V), dropping the padding."""
+    o = rearrange(o, "b h n c v -> b (n c) h v")
+    if shift is None:
+        return o[:, :T]
+    idx = torch.arange(T, device=o.device)[None, :] + shift[:, None]  # (B, T)
+    return o.gather(1, idx[:, :, None, None].expand(-1, -1, *o.shape[2:]))
+
+
+def chunk_log_linear_attn(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
+    state: LogLinearState | None, out_levels: int, chunk_size: int,
+) -> tuple[Tensor, LogLinearState]:
+    """Inputs (B, T, H, *) in the compute dtype, lam with `out_levels` levels; returns o (B, T, H, V), final state."""
+    B, T, H, K = q.shape
+    V = v.shape[-1]
+    dev, dt = q.device, q.dtype
+    C = min(chunk_size, 1 << (T - 1).bit_length())  # no chunk longer than the (rounded-up) sequence
+    c = C.bit_length() - 1
+
+    # 0. align chunks to absolute multiples of C: an initial state at position p0 shifts the tokens by p0 mod C
+    p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
+    shift = None if state is None else p0 % C  # (B,)
+    N = -(-(T + (0 if shift is None else int(shift.max()))) // C)
+    base = p0 - (0 if shift is None else shift)  # (B,) absolute position of the first padded slot
+    pos = base[:, None] + torch.arange(N * C, device=dev)  # (B, N*C) absolute positions of the slots
+    Q, Kc, Vc, lam_c = (_to_chunks(x, shift, N, C) for x in (q, k, v, lam))  # (B, H, N, C, K|K|V|L)
+    g_c, beta_c = (_to_chunks(x, shift, N, C) for x in (g, beta))  # (B, H, N, C)
+
+    # 1. intra-chunk: decays within the chunk, A, and o = (A ⊙ M^H) V
+    G = g_c.cumsum(-1)  # (B, H, N, C) log-decay from the chunk start, inclusive
+    causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
+    MS = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()  # (B, H, N, C, C)
+    A = (Q @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
+    if beta_c is not None:
+        L = (beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS).tril(-1)
+        eye = torch.eye(C, dtype=dt, device=dev)
+        T_beta = torch.linalg.solve_triangular(eye + L, torch.diag_embed(beta_c), upper=False, unitriangular=True)
+        A = A @ T_beta  # (B, H, N, C, C)
+    if lam_c is None:
+        o = A @ Vc  # (B, H, N, C, V)
+    else:
+        ell = level_matrix(torch.arange(C, device=dev), torch.arange(C, device=dev)).clamp(max=out_levels - 1)
+        o = (A * lam_c.gather(-1, ell.expand(B, H, N, C, C))) @ Vc  # (B, H, N, C, V)
+
+    # 2. each chunk as a state update: effective queries R, keys Kd, transition P (scalar `a` without beta)
+    eG = G.exp()[..., None]  # (B, H, N, C, 1)
+    gamma = (G[..., -1:] - G).exp()[..., None]  # (B, H, N, C, 1) decay from s to the chunk end
+    if beta_c is None:
+        R, Kd = eG * Q, gamma * Kc  # (B, H, N, C, K)
+        a = G[..., -1].exp()  # (B, H, N)
+        move = lambda S, i: a[:, :, i, None, None, None] * S  # noqa: E731
+    else:
+        R = eG * Q - A @ (eG * Kc)
+        Kd = T_beta.transpose(-1, -2) @ (gamma * Kc)
+        P = G[..., -1].exp()[..., None, None] * torch.eye(K, dtype=dt, device=dev) - (eG * Kc).transpose(-1, -2) @ Kd
+        move = lambda S, i: S @ P[:, :, i, None]  # noqa: E731  (B, H, L, V, K) @ (B, H, 1, K, K)
+    D = Vc.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
+
+    # 3. inter-chunk: the chunk-level Fenwick pass; H[:, :, i, m] holds the keys at level c + m at chunk i's start
+    Lc = 1 if lam is None else out_levels - c
+    S = torch.zeros(B, H, Lc, V, K, dtype=dt, device=dev)
+    E = None if state is None else state.levels  # (B, H, L0, V, K) the initial buckets
+    chunk_index: Tensor | int = base // C  # (B,) absolute index of the first chunk
+    if state is None:
+        chunk_index = 0  # one index for the whole batch: the merge is a slice
+    elif bool((chunk_index == chunk_index[0]).all()):
+        chunk_index = int(chunk_index[0])
+    Hs, Es = [], []
+    for i in range(N):
+        if lam is not None:
+            S = fenwick_merge(S, chunk_index + i)
+        Hs.append(S)
+        S = move(S, i)
+        S = torch.cat([S[:, :, :1] + D[:, :, i, None], S[:, :, 1:]], dim=2)
+        if E is not None:
+            Es.append(E)
+            E = move(E, i)
+    Hs = torch.stack(Hs, dim=2)  # (B, H, N, Lc, V, K)
+    if lam is None:
+        W = torch.ones(B, H, N, C, 1, dtype=dt, device=dev)
+    else:
+        W = lam_c[..., c : c + Lc]  # (B, H, N, C, Lc) bucket m read at level c + m (bucket 0 is empty)
+    o = o + _read(W, R, Hs)
+
+    # 4. initial state
+    if state is not None:
+        Es = torch.stack(Es, dim=2)  # (B, H, N, L0, V, K)
+        L0 = Es.shape[3]
+        if lam is None:
+            W0 = torch.ones(B, H, N, C, L0, dtype=dt, device=dev)
+        else:
+            lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=out_levels - 1)  # (B, N*C, L0)
+            lev = rearrange(lev, "b (n c) l -> b n c l", c=C)[:, None].expand(B, H, N, C, L0)
+            W0 = lam_c.gather(-1, lev)  # (B, H, N, C, L0)
+        o = o + _read(W0, R, Es)
+
+    # 5. final state, read at each sequence's last position (its last chunk may differ across the batch)
+    last = p0 + T - 1  # (B,)
+    n_last = (last - base) // C  # (B,)
+    at_last = lambda x: x[torch.arange(B, device=dev), :, n_last]  # noqa: E731  (B, H, N, ...) -> (B, H, ...)
+    last_move = (lambda S: S * at_last(a)[:, :, None, None, None]) if beta_c is None else (lambda S: S @ at_last(P)[:, :, None])
+    buckets = last_move(at_last(Hs))  # (B, H, Lc, V, K) earlier chunks' keys
+    slot_pos = base[:, None] + n_last[:, None] * C + torch.arange(C, device=dev)  # (B, C)
+    if lam is None:
+        key_level = torch.zeros(B, C, dtype=torch.int64, device=dev)
+        S_final = buckets
+    else:
+        key_level = bit_length(last[:, None] ^ slot_pos).clamp(max=out_levels - 1)  # (B, C); padding clamped
+        S_final = torch.cat([buckets.new_zeros(B, H, c, V, K), buckets], dim=2)  # bucket m -> level c + m
+    onehot = F.one_hot(key_level, out_levels).to(dt)  # (B, C, Lout)
+    S_final = S_final + torch.einsum("bcl,bhcv,bhck->bhlvk", onehot, at_last(Vc), at_last(Kd))
+    if state is not None:
+        into = state_bucket_levels(state.last_position, last[:, None], L0)[:, 0] if lam is not None else torch.zeros(
+            B, L0, dtype=torch.int64, device=dev
+        )
+        S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(at_last(Es)))
+    return _from_chunks(o, shift, T), LogLinearState(S_final, p0 + T)
+
+
+def _read(W: Tensor, R: Tensor, S: Tensor) -> Tensor:
+    """sum_m W[..., m] * (S_m r_t): W (B, H, N, C, M), R (B, H, N, C, K), S (B, H, N, M, V, K) -> (B, H, N, C, V)."""
+    RW = (W[..., None] * R[..., None, :]).flatten(-2)  # (B, H, N, C, M*K)
+    return RW @ rearrange(S, "b h n m v k -> b h n (m k) v")

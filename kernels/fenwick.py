@@ -1,0 +1,78 @@
+"""Fenwick-tree bookkeeping of log-linear attention: which level a key sits in, seen from a query.
+
+Positions are absolute (0-indexed). Seen from query position t, key s <= t sits in level
+``fenwick_level(t, s) = bit_length(t XOR s)``: level 0 holds the query itself, level l >= 1 holds a
+contiguous block of 2^(l-1) earlier positions. Everything here is computed from bit operations on
+the fly: no cached T x T tables and no length cap.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def num_levels(n: int) -> int:
+    """Levels needed for n positions: ``(n - 1).bit_length() + 1``, and 1 for n <= 1."""
+    return 1 if n <= 1 else (n - 1).bit_length() + 1
+
+
+def fenwick_level(t: int, s: int) -> int:
+    """Level of key position s seen from query position t (0 <= s <= t): 0 if s == t, else bit_length(t ^ s)."""
+    if not 0 <= s <= t:
+        raise ValueError(f"fenwick_level needs 0 <= s <= t, got t={t}, s={s}")
+    return (t ^ s).bit_length()
+
+
+def bit_length(x: Tensor) -> Tensor:
+    """Elementwise ``int.bit_length`` of a non-negative integer tensor (exact below 2^53)."""
+    # frexp writes x = m * 2^e with m in [0.5, 1), so e is the bit length; frexp(0) gives e = 0.
+    return torch.frexp(x.to(torch.float64)).exponent.to(torch.int64)
+
+
+def trailing_zeros(p: Tensor) -> Tensor:
+    """Number of trailing zero bits of each positive entry of p; -1 where p == 0."""
+    return bit_length(p & -p) - 1
+
+
+def level_matrix(t_pos: Tensor, s_pos: Tensor) -> Tensor:
+    """Levels ``bit_length(t ^ s)`` for every pair: t_pos (..., Tq), s_pos (..., Ts) -> (..., Tq, Ts).
+
+    Entries with s > t are not meaningful (the causal mask removes them); they are still valid
+    level numbers, so gathers with them stay in range whenever the causal part does.
+    """
+    return bit_length(t_pos[..., :, None] ^ s_pos[..., None, :])
+
+
+def fenwick_merge(S: Tensor, p: Tensor | int) -> Tensor:
+    """The merge of the Fenwick recurrence when position p arrives, vectorised over the batch.
+
+    S: level states (B, H, L, ...); p: (B,) int64 positions, or one int shared by the batch (then the
+    merge is two slices instead of masks). For p > 0 with z trailing zeros, levels 0..z are summed
+    into level z+1 and cleared; p == 0 leaves S unchanged. A tensor p never syncs with the host.
+    """
+    if isinstance(p, int):
+        if p == 0:
+            return S
+        z = (p & -p).bit_length() - 1
+        merged = S[:, :, : z + 2].sum(dim=2, keepdim=True)
+        return torch.cat([torch.zeros_like(S[:, :, : z + 1]), merged, S[:, :, z + 2 :]], dim=2)
+    z = trailing_zeros(p)  # (B,), -1 where p == 0
+    level = torch.arange(S.shape[2], device=S.device)  # (L,)
+    shape = (S.shape[0], 1, S.shape[2]) + (1,) * (S.dim() - 3)
+    into = (level[None, :] == (z + 1)[:, None]).reshape(shape)  # (B, 1, L, 1...) the receiving level
+    cleared = (level[None, :] <= z[:, None]).reshape(shape)  # (B, 1, L, 1...) levels emptied by the merge
+    merged = torch.where(cleared | into, S, torch.zeros_like(S)).sum(dim=2, keepdim=True)
+    return torch.where(into, merged, torch.where(cleared, torch.zeros_like(S), S))
+
+
+def state_bucket_levels(last: Tensor, t_pos: Tensor, n_buckets: int) -> Tensor:
+    """Level, seen from query positions t_pos, of each bucket of a state whose last position was `last`.
+
+    A bucket l of a Fenwick state holds keys that stay together forever: seen from any later query
+    t it sits in level max(l, bit_length(t ^ last)). last: (B,), t_pos: (B, T) -> (B, T, n_buckets).
+    A fresh state (nothing consumed) uses last = 0, which reproduces the recurrence from position 0.
+    """
+    d = bit_length(t_pos ^ last[:, None])  # (B, T)
+    buckets = torch.arange(n_buckets, device=t_pos.device)
+    return torch.maximum(buckets[None, None, :], d[:, :, None])
