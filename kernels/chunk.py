@@ -66,8 +66,13 @@ def chunk_log_linear_attn(
     C = min(chunk_size, 1 << (T - 1).bit_length())  # no chunk longer than the (rounded-up) sequence
     c = C.bit_length() - 1
 
-    # 0. align chunks to absolute multiples of C: an initial state at position p0 shifts the tokens by p0 mod C
+    # 0. align chunks to absolute multiples of C: an initial state at position p0 shifts the tokens by p0 mod C.
+    #    Sequences whose first chunks differ run as separate groups, so the chunk index is one host integer.
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
+    first_chunks = [0] if state is None else (p0 // C).tolist()
+    if len(set(first_chunks)) > 1:
+        return _run_grouped(first_chunks, q, k, v, g, lam, beta, state, out_levels, chunk_size)
+    first_chunk = first_chunks[0]
     shift = None if state is None else p0 % C  # (B,)
     N = -(-(T + (0 if shift is None else int(shift.max()))) // C)
     base = p0 - (0 if shift is None else shift)  # (B,) absolute position of the first padded slot
@@ -105,68 +110,90 @@ def chunk_log_linear_attn(
         move = lambda S, i: S @ P[:, :, i, None]  # noqa: E731  (B, H, L, V, K) @ (B, H, 1, K, K)
     D = Vc.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
 
-    # 3. inter-chunk: the chunk-level Fenwick pass; H[:, :, i, m] holds the keys at level c + m at chunk i's start
-    Lc = 1 if lam is None else out_levels - c
-    S = torch.zeros(B, H, Lc, V, K, dtype=dt, device=dev)
+    # 3. inter-chunk: the chunk-level Fenwick pass (the state grows as levels fill). At chunk i, bucket m >= 1
+    #    holds the keys at level c + m and is non-empty exactly when bit m-1 of the chunk's index is set:
+    #    only those (chunk, bucket) pairs are read, half of all on average.
     E = None if state is None else state.levels  # (B, H, L0, V, K) the initial buckets
-    chunk_index: Tensor | int = base // C  # (B,) absolute index of the first chunk
-    if state is None:
-        chunk_index = 0  # one index for the whole batch: the merge is a slice
-    elif bool((chunk_index == chunk_index[0]).all()):
-        chunk_index = int(chunk_index[0])
-    Hs, Es = [], []
+    S = torch.zeros(B, H, 1, V, K, dtype=dt, device=dev)
+    starts, E_starts = [], []  # per chunk: the buckets at its start
+    reads: dict[int, list[int]] = {}  # bucket -> chunks reading it
     for i in range(N):
+        I = first_chunk + i
         if lam is not None:
-            S = fenwick_merge(S, chunk_index + i)
-        Hs.append(S)
+            S = fenwick_merge(S, I)
+        starts.append(S)
+        for m in [0] if lam is None else [m for m in range(1, S.shape[2]) if (I >> (m - 1)) & 1]:
+            reads.setdefault(m, []).append(i)
         S = move(S, i)
         S = torch.cat([S[:, :, :1] + D[:, :, i, None], S[:, :, 1:]], dim=2)
         if E is not None:
-            Es.append(E)
+            E_starts.append(E)
             E = move(E, i)
-    Hs = torch.stack(Hs, dim=2)  # (B, H, N, Lc, V, K)
-    if lam is None:
-        W = torch.ones(B, H, N, C, 1, dtype=dt, device=dev)
-    else:
-        W = lam_c[..., c : c + Lc]  # (B, H, N, C, Lc) bucket m read at level c + m (bucket 0 is empty)
-    o = o + _read(W, R, Hs)
+    for m, chunks in reads.items():
+        idx = torch.tensor(chunks, device=dev)
+        Hm = torch.stack([starts[i][:, :, m] for i in chunks], dim=2)  # (B, H, n, V, K)
+        Rm = R[:, :, idx] if lam is None else R[:, :, idx] * lam_c[:, :, idx, :, c + m, None]  # (B, H, n, C, K)
+        o = o.index_add(2, idx, Rm @ Hm.transpose(-1, -2))
 
-    # 4. initial state
+    # 4. initial state: bucket l read at level max(l, bit_length(p_t ^ last))
     if state is not None:
-        Es = torch.stack(Es, dim=2)  # (B, H, N, L0, V, K)
-        L0 = Es.shape[3]
+        E_all = torch.stack(E_starts, dim=2)  # (B, H, N, L0, V, K)
+        L0 = E_all.shape[3]
         if lam is None:
             W0 = torch.ones(B, H, N, C, L0, dtype=dt, device=dev)
         else:
             lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=out_levels - 1)  # (B, N*C, L0)
             lev = rearrange(lev, "b (n c) l -> b n c l", c=C)[:, None].expand(B, H, N, C, L0)
             W0 = lam_c.gather(-1, lev)  # (B, H, N, C, L0)
-        o = o + _read(W0, R, Es)
+        RW = (W0[..., None] * R[..., None, :]).flatten(-2)  # (B, H, N, C, L0*K)
+        o = o + RW @ rearrange(E_all, "b h n l v k -> b h n (l k) v")
 
     # 5. final state, read at each sequence's last position (its last chunk may differ across the batch)
     last = p0 + T - 1  # (B,)
-    n_last = (last - base) // C  # (B,)
-    at_last = lambda x: x[torch.arange(B, device=dev), :, n_last]  # noqa: E731  (B, H, N, ...) -> (B, H, ...)
+    n_last = [(T - 1) // C] * B if shift is None else [(T - 1 + s) // C for s in shift.tolist()]
+    at_last = lambda x: _per_sequence(x, n_last)  # noqa: E731  (B, H, N, ...) -> (B, H, ...)
     last_move = (lambda S: S * at_last(a)[:, :, None, None, None]) if beta_c is None else (lambda S: S @ at_last(P)[:, :, None])
-    buckets = last_move(at_last(Hs))  # (B, H, Lc, V, K) earlier chunks' keys
-    slot_pos = base[:, None] + n_last[:, None] * C + torch.arange(C, device=dev)  # (B, C)
+    Lc = max(starts[i].shape[2] for i in set(n_last))
+    buckets = last_move(_per_sequence([F.pad(starts[i], (0, 0, 0, 0, 0, Lc - starts[i].shape[2])) for i in n_last]))
+    slot_pos = base[:, None] + torch.tensor(n_last, device=dev)[:, None] * C + torch.arange(C, device=dev)  # (B, C)
     if lam is None:
         key_level = torch.zeros(B, C, dtype=torch.int64, device=dev)
         S_final = buckets
     else:
         key_level = bit_length(last[:, None] ^ slot_pos).clamp(max=out_levels - 1)  # (B, C); padding clamped
-        S_final = torch.cat([buckets.new_zeros(B, H, c, V, K), buckets], dim=2)  # bucket m -> level c + m
+        S_final = F.pad(buckets, (0, 0, 0, 0, c, out_levels - c - Lc))  # bucket m -> level c + m
     onehot = F.one_hot(key_level, out_levels).to(dt)  # (B, C, Lout)
     S_final = S_final + torch.einsum("bcl,bhcv,bhck->bhlvk", onehot, at_last(Vc), at_last(Kd))
     if state is not None:
         into = state_bucket_levels(state.last_position, last[:, None], L0)[:, 0] if lam is not None else torch.zeros(
             B, L0, dtype=torch.int64, device=dev
         )
-        S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(at_last(Es)))
+        E_last = _per_sequence([E_starts[i] for i in n_last])
+        S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(E_last))
     return _from_chunks(o, shift, T), LogLinearState(S_final, p0 + T)
 
 
-def _read(W: Tensor, R: Tensor, S: Tensor) -> Tensor:
-    """sum_m W[..., m] * (S_m r_t): W (B, H, N, C, M), R (B, H, N, C, K), S (B, H, N, M, V, K) -> (B, H, N, C, V)."""
-    RW = (W[..., None] * R[..., None, :]).flatten(-2)  # (B, H, N, C, M*K)
-    return RW @ rearrange(S, "b h n m v k -> b h n (m k) v")
+def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tensor:
+    """Chunk n[b] of sequence b from x (B, H, N, ...), or row b of x[b] from a list -> (B, H, ...)."""
+    if isinstance(x, list):
+        return x[0] if all(t is x[0] for t in x) else torch.stack([t[b] for b, t in enumerate(x)])
+    if all(i == n[0] for i in n):
+        return x[:, :, n[0]]
+    return torch.stack([x[b, :, i] for b, i in enumerate(n)])
+
+
+def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_levels, chunk_size):
+    """Run each group of sequences that start in the same chunk separately, then restore the batch order."""
+    groups: dict[int, list[int]] = {}
+    for b, first in enumerate(first_chunks):
+        groups.setdefault(first, []).append(b)
+    outs, levels, positions, order = [], [], [], []
+    for rows in groups.values():
+        idx = torch.tensor(rows, device=q.device)
+        pick = lambda x: None if x is None else x[idx]  # noqa: E731
+        sub = LogLinearState(state.levels[idx], state.position[idx])
+        o, s = chunk_log_linear_attn(*map(pick, (q, k, v, g, lam, beta)), sub, out_levels, chunk_size)
+        outs.append(o), levels.append(s.levels), positions.append(s.position), order.extend(rows)
+    inverse = torch.argsort(torch.tensor(order, device=q.device))
+    cat = lambda xs: torch.cat(xs)[inverse]  # noqa: E731
+    return cat(outs), LogLinearState(cat(levels), cat(positions))

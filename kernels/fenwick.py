@@ -48,7 +48,7 @@ def fenwick_merge(S: Tensor, p: Tensor | int) -> Tensor:
     """The merge of the Fenwick recurrence when position p arrives, vectorised over the batch.
 
     S: level states (B, H, L, ...); p: (B,) int64 positions, or one int shared by the batch (then the
-    merge is two slices instead of masks). For p > 0 with z trailing zeros, levels 0..z are summed
+    merge is two slices instead of masks, and S grows to z + 2 levels if it has fewer). For p > 0 with z trailing zeros, levels 0..z are summed
     into level z+1 and cleared; p == 0 leaves S unchanged. A tensor p never syncs with the host.
     """
     if isinstance(p, int):
@@ -56,7 +56,8 @@ def fenwick_merge(S: Tensor, p: Tensor | int) -> Tensor:
             return S
         z = (p & -p).bit_length() - 1
         merged = S[:, :, : z + 2].sum(dim=2, keepdim=True)
-        return torch.cat([torch.zeros_like(S[:, :, : z + 1]), merged, S[:, :, z + 2 :]], dim=2)
+        cleared = S.new_zeros(S.shape[:2] + (z + 1,) + S.shape[3:])
+        return torch.cat([cleared, merged, S[:, :, z + 2 :]], dim=2)  # grows to z + 2 levels if S had fewer
     z = trailing_zeros(p)  # (B,), -1 where p == 0
     level = torch.arange(S.shape[2], device=S.device)  # (L,)
     shape = (S.shape[0], 1, S.shape[2]) + (1,) * (S.dim() - 3)

@@ -83,3 +83,8 @@ def test_merge_with_one_shared_position_equals_the_per_sequence_merge():
     S = torch.randint(-100, 100, (2, 3, 8, 2)).double()  # integers: sums are exact in any order
     for p in range(0, 128):
         assert torch.equal(fenwick_merge(S, p), fenwick_merge(S, torch.tensor([p, p])))
+
+
+def test_merge_with_a_shared_position_grows_a_short_state():
+    S = torch.ones(1, 1, 2, 1)
+    assert fenwick_merge(S, 8)[0, 0, :, 0].tolist() == [0, 0, 0, 0, 2]

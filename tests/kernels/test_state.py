@@ -137,3 +137,32 @@ def test_low_precision_inputs_accumulate_in_float32(impl, dtype):
     assert rel_err(o.float(), o32) < 1e-2  # only the final rounding to the low-precision dtype
     o_step, s_step = log_linear_attn_step(*x.at(0))
     assert o_step.dtype == dtype and s_step.levels.dtype == torch.float32
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=30)
+@given(
+    cuts=st.lists(st.integers(0, 120), min_size=2, max_size=2), T=st.integers(1, 60), log_chunk=st.integers(0, 6),
+    delta=st.booleans(), levels=st.booleans(), seed=st.integers(0, 2**16),
+)
+def test_fuzz_continuing_from_states_at_any_positions(cuts, T, log_chunk, delta, levels, seed):
+    """Two sequences prefilled to arbitrary (different) positions continue through every implementation."""
+    x = make_inputs(2, max(cuts) + T, 1, 3, 2, delta=delta, levels=levels, seed=seed, beta_max=2.0)
+    o_full, _ = log_linear_attn(*x.args(), impl="naive")
+    states, rest, expected = [], [], []
+    for b, cut in enumerate(cuts):
+        xb = type(x)(*(None if t is None else t[b : b + 1] for t in x.args()))
+        states.append(log_linear_attn(*xb.slice(0, cut).args(), impl="naive", output_final_state=True)[1] if cut else
+                      LogLinearState.zeros(1, 1, 1, 2, 3, dtype=torch.float64))
+        rest.append(xb.slice(cut, cut + T))
+        expected.append(o_full[b : b + 1, cut : cut + T])
+    L = max(s.levels.shape[2] for s in states)
+    pad = lambda s: torch.nn.functional.pad(s.levels, (0, 0, 0, 0, 0, L - s.levels.shape[2]))  # noqa: E731
+    state = LogLinearState(torch.cat([pad(s) for s in states]), torch.cat([s.position for s in states]))
+    xr = type(x)(*(None if t is None else torch.cat([r.args()[i] for r in rest]) for i, t in enumerate(x.args())))
+    for impl in IMPLS:
+        o, _ = log_linear_attn(*xr.args(), impl=impl, initial_state=state, chunk_size=2**log_chunk)
+        assert rel_err(o, torch.cat(expected)) < 1e-9, impl
