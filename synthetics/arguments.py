@@ -1,0 +1,51 @@
+"""Argument checks shared by the tasks: each error names the argument, the bound and the value."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+
+def check_int(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """`value` as an int, or ValueError naming `name` and the bound it breaks (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return value
+
+
+def check_even(name: str, value: int) -> int:
+    if value % 2:
+        raise ValueError(f"{name} must be even, got {value}")
+    return value
+
+
+def check_bool(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def check_float(
+    name: str, value: object, *, minimum: float | None = None, maximum: float | None = None
+) -> float:
+    """`value` as a finite float within [minimum, maximum], or ValueError naming the bound."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return float(value)
+
+
+def check_int_or_ints(name: str, value: object, *, minimum: int) -> tuple[int, ...]:
+    """An int or a non-empty list of ints, each >= minimum, as a tuple (duplicates kept: they weight)."""
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if not value:
+            raise ValueError(f"{name} must be an integer or a non-empty list of integers, got []")
+        return tuple(check_int(f"{name}[{i}]", v, minimum=minimum) for i, v in enumerate(value))
+    return (check_int(name, value, minimum=minimum),)

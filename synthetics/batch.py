@@ -1,0 +1,33 @@
+"""The unit every task returns: a batch of token sequences, their targets and per-example slices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+IGNORE_INDEX = -100
+"""Target value of positions that are not scored (PyTorch's cross-entropy default)."""
+
+
+@dataclass(frozen=True)
+class Batch:
+    """`inputs (B, T) int64`, `targets (B, T) int64` (`IGNORE_INDEX` where nothing is scored) and
+    `slices`, per-example `(B,) int64` tensors that name the setting each example comes from
+    (e.g. `seq_len`, `num_kv_pairs`) so metrics can be reported per slice.
+
+    Attributes and mapping keys both work: `batch.inputs` is `batch["inputs"]`.
+    """
+
+    inputs: Tensor
+    targets: Tensor
+    slices: dict[str, Tensor] = field(default_factory=dict)
+
+    def __getitem__(self, key: str) -> Tensor | dict[str, Tensor]:
+        if key not in ("inputs", "targets", "slices"):
+            raise KeyError(f"{key!r}: a Batch has keys 'inputs', 'targets', 'slices'")
+        return getattr(self, key)
+
+    def to_dict(self) -> dict[str, Tensor | dict[str, Tensor]]:
+        """`{"inputs", "targets", "slices": {...}}`: the form the DataModule's loaders yield."""
+        return {"inputs": self.inputs, "targets": self.targets, "slices": dict(self.slices)}

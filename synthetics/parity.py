@@ -1,0 +1,34 @@
+"""Parity: the running XOR of a bit string."""
+
+from __future__ import annotations
+
+import torch
+
+from loglinear.synthetics.arguments import check_int
+from loglinear.synthetics.batch import Batch
+from loglinear.synthetics.task import Task
+
+
+class Parity(Task):
+    """Inputs are uniform random bits (token = bit); the target at every position t is the parity
+    inputs[0] XOR ... XOR inputs[t], so one sequence scores every prefix length 1..T.
+
+    The regular-language task of Deletang et al. 2023, "Neural Networks and the Chomsky
+    Hierarchy" (who score only the final parity), as used by Grazzi et al. 2025, "Unlocking
+    State-Tracking in Linear RNNs Through Negative Eigenvalues". Example::
+
+        inputs   1 0 1 1 0
+        targets  1 1 0 1 1
+
+    `vocab_size` = `num_classes` = 2.
+    """
+
+    name = "parity"
+
+    def __init__(self, seq_len: int = 64) -> None:
+        self.seq_len = check_int("seq_len", seq_len, minimum=1)
+        self.vocab_size = self.num_classes = 2
+
+    def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
+        bits = torch.randint(0, 2, (batch_size, self.seq_len), generator=generator)
+        return self._batch(bits, bits.cumsum(dim=1).remainder_(2))

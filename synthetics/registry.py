@@ -1,0 +1,60 @@
+"""The task registry: `TASKS` (name -> class) and `get_task(name, **kwargs)`."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from loglinear.synthetics.cycle_nav import CycleNavigation
+from loglinear.synthetics.flip_flop import FlipFlop
+from loglinear.synthetics.mod_arith import ModularArithmetic, ModularArithmeticBrackets
+from loglinear.synthetics.mqar import MQAR
+from loglinear.synthetics.parity import Parity
+from loglinear.synthetics.task import Task
+from loglinear.synthetics.word_problems import (
+    A5WordProblem,
+    S3WordProblem,
+    S5TranspositionsWordProblem,
+    S5WordProblem,
+)
+
+TASKS: dict[str, type[Task]] = {
+    cls.name: cls
+    for cls in (
+        MQAR,
+        Parity,
+        CycleNavigation,
+        ModularArithmetic,
+        ModularArithmeticBrackets,
+        S3WordProblem,
+        S5WordProblem,
+        A5WordProblem,
+        S5TranspositionsWordProblem,
+        FlipFlop,
+    )
+}
+
+
+def task_arguments(name: str) -> dict[str, inspect.Parameter]:
+    """The keyword arguments task `name` accepts (its constructor's parameters)."""
+    cls = _task_class(name)
+    return {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self"}
+
+
+def get_task(name: str, **kwargs: Any) -> Task:
+    """Build task `name`; an unknown name, an unknown or missing keyword, or a bad value is a
+    ValueError that names the valid choices or the bound that failed."""
+    parameters = task_arguments(name)
+    unknown = sorted(set(kwargs) - set(parameters))
+    if unknown:
+        raise ValueError(f"unknown argument(s) {unknown} for task {name!r}; valid: {sorted(parameters)}")
+    missing = sorted(k for k, p in parameters.items() if p.default is inspect.Parameter.empty and k not in kwargs)
+    if missing:
+        raise ValueError(f"task {name!r} needs argument(s) {missing} (no default, on purpose: say it explicitly)")
+    return TASKS[name](**kwargs)
+
+
+def _task_class(name: str) -> type[Task]:
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; valid: {sorted(TASKS)}")
+    return TASKS[name]

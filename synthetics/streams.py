@@ -1,0 +1,81 @@
+"""Datasets of ready-made batches (torch only): the infinite training stream and fixed eval sets.
+
+Every batch is a pure function of its key, so nothing depends on how many batches were drawn
+before, on the DataLoader's worker count or on which process draws it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
+from loglinear.synthetics.config import TaskSet
+from loglinear.synthetics.seeding import COMPONENT, TEST, TRAIN, VALIDATION, derive_seed, unit_interval
+from loglinear.synthetics.task import Task
+
+STAGES = {"validation": VALIDATION, "test": TEST}
+
+
+def choose_task(task_set: TaskSet, *key: int) -> Task:
+    """The component of `task_set` for a batch, drawn from `key` with probability ∝ its weight."""
+    if len(task_set.tasks) == 1:
+        return task_set.tasks[0]
+    cumulative = list(itertools.accumulate(task_set.weights))
+    return task_set.tasks[bisect.bisect_right(cumulative, unit_interval(COMPONENT, *key) * cumulative[-1])]
+
+
+class TrainStream(IterableDataset):
+    """Batch n of the stream is the training batch of step n, keyed by (seed, step).
+
+    Iteration starts at `start_step` (resume: the batches a run would have seen after that step).
+    With W DataLoader workers, worker w yields steps start + w, start + w + W, ...: no batch is
+    duplicated and the DataLoader's round-robin returns them in step order. Under data
+    parallelism (world_size > 1), rank r draws batch (step * world_size + r) so ranks differ;
+    with one process the key is the step itself.
+    """
+
+    def __init__(
+        self, task_set: TaskSet, batch_size: int, seed: int, start_step: int = 0, rank: int = 0, world_size: int = 1
+    ) -> None:
+        self.task_set, self.batch_size, self.seed = task_set, batch_size, seed
+        self.start_step, self.rank, self.world_size = start_step, rank, world_size
+
+    def batch(self, step: int) -> dict[str, Any]:
+        task = choose_task(self.task_set, self.seed, TRAIN, step)
+        key = step * self.world_size + self.rank
+        return task.sample(self.batch_size, derive_seed(self.seed, TRAIN, key)).to_dict()
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        worker = get_worker_info()
+        offset, stride = (worker.id, worker.num_workers) if worker is not None else (0, 1)
+        for step in itertools.count(self.start_step + offset, stride):
+            yield self.batch(step)
+
+
+class FixedBatches(Dataset):
+    """The batches of one or more fixed evaluation sets, set after set.
+
+    Set i holds `size` examples in batches of `batch_size` (the last may be smaller); batch b of
+    set i is keyed by (seed, stage, i, b), so validation and test sets never share a seed with
+    each other or with training. Each batch carries an extra `eval_set` slice: i.
+    """
+
+    def __init__(self, sets: Sequence[TaskSet], size: int, batch_size: int, seed: int, stage: str) -> None:
+        self.sets, self.seed, self.stream = list(sets), seed, STAGES[stage]
+        sizes = [min(batch_size, size - start) for start in range(0, size, batch_size)]
+        self.index = [(i, b, n) for i in range(len(self.sets)) for b, n in enumerate(sizes)]
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __getitem__(self, item: int) -> dict[str, Any]:
+        set_index, batch_index, size = self.index[item]
+        task = choose_task(self.sets[set_index], self.seed, self.stream, set_index, batch_index)
+        batch = task.sample(size, derive_seed(self.seed, self.stream, set_index, batch_index)).to_dict()
+        batch["slices"]["eval_set"] = torch.full((size,), set_index, dtype=torch.int64)
+        return batch

@@ -1,0 +1,187 @@
+"""DataConfig presets, the resumable training stream, fixed evaluation sets and the DataModule."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from omegaconf.errors import ConfigKeyError, ValidationError
+from torch.utils.data import DataLoader
+
+from loglinear.synthetics import DataConfig, SyntheticDataModule, load_data_config
+from loglinear.synthetics.config import training_set
+from loglinear.synthetics.streams import FixedBatches, TrainStream
+
+PRESETS = sorted((Path(__file__).parents[2] / "configs" / "data").glob("*.yaml"))
+SMALL = {
+    "task": "mqar", "task_args": {"vocab_size": 32, "seq_len": 16, "num_kv_pairs": [1, 2, 4]},
+    "eval_sets": [{}, {"seq_len": 32}, {"name": "many", "seq_len": 32, "num_kv_pairs": 6}],
+    "batch_size": 4, "val_size": 10, "test_size": 6, "seed": 3,
+}
+
+
+def same(a: dict, b: dict) -> bool:
+    return (
+        torch.equal(a["inputs"], b["inputs"]) and torch.equal(a["targets"], b["targets"])
+        and a["slices"].keys() == b["slices"].keys()
+        and all(torch.equal(a["slices"][k], b["slices"][k]) for k in a["slices"])
+    )
+
+
+def test_presets_cover_every_task():
+    names = {p.stem for p in PRESETS}
+    assert {"mqar_paper", "mqar_based", "mqar_cpu", "parity", "cycle_nav", "mod_arith", "mod_arith_brackets",
+            "s3", "s5", "a5", "s5_transpositions", "flip_flop"} <= names
+
+
+@pytest.mark.parametrize("path", PRESETS, ids=lambda p: p.stem)
+def test_preset_loads_and_every_set_samples(path):
+    module = SyntheticDataModule(load_data_config(path))
+    for task_set in [module.train_set, *module.val_sets, *module.test_sets]:
+        for task in task_set.tasks:
+            assert task.sample(2, 0).inputs.shape == (2, task.seq_len)
+    if path.stem != "mqar_based":
+        assert module.test_set_names[0] == "iid"
+    assert len(set(module.test_set_names)) == len(module.test_set_names)
+
+
+def test_length_generalisation_is_one_override_away():
+    config = load_data_config(PRESETS[0].with_name("parity.yaml"), ["eval_sets=[{seq_len: 1024}]"])
+    assert [s.tasks[0].seq_len for s in SyntheticDataModule(config).test_sets] == [1024]
+
+
+def test_unknown_config_key_is_rejected_with_a_hint():
+    with pytest.raises(ConfigKeyError, match="Did you mean"):
+        SyntheticDataModule({**SMALL, "batch_sise": 4})
+    with pytest.raises(ValidationError):
+        SyntheticDataModule({**SMALL, "batch_size": "many"})
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"batch_size": 0}, "batch_size must be >= 1, got 0"),
+        ({"val_size": 0}, "val_size must be >= 1, got 0"),
+        ({"num_workers": -1}, "num_workers must be >= 0, got -1"),
+        ({"validate_on": "test"}, r"validate_on must be one of \['train', 'eval_sets'\]"),
+        ({"mixture": [{"seq_len": 16, "weight": 0}]}, r"mixture\[0\].weight must be a positive number, got 0"),
+        ({"eval_sets": [{"seq_len": 32}, {"seq_len": 32}]}, r"names must be unique, \['seq_len=32'\] repeat"),
+        ({"eval_sets": [{"vocab_size": 64}]}, "set 'vocab_size=64' has vocab_size 64 but the training task has 32"),
+        ({"eval_sets": [{"num_kv_pairs": 5}]}, r"4 \* num_kv_pairs <= seq_len"),
+        ({"task_args": {"seq_len": 16, "vocab_sise": 32}}, r"unknown argument\(s\) \['vocab_sise'\]"),
+    ],
+)
+def test_bad_config_values_raise(change, message):
+    with pytest.raises(ValueError, match=message):
+        SyntheticDataModule({**SMALL, **change})
+
+
+def test_stream_resumed_at_step_k_is_the_tail_of_the_full_stream():
+    train = training_set(DataConfig(**SMALL))
+    full = list(itertools.islice(TrainStream(train, 4, seed=3), 10))
+    resumed = list(itertools.islice(TrainStream(train, 4, seed=3, start_step=6), 4))
+    assert all(same(a, b) for a, b in zip(full[6:], resumed))
+    assert not same(full[0], full[1])
+
+
+@pytest.mark.parametrize("start", [0, 5])
+def test_workers_split_steps_without_duplicates_in_step_order(start):
+    stream = TrainStream(training_set(DataConfig(**SMALL)), 4, seed=3, start_step=start)
+    loaded = list(itertools.islice(DataLoader(stream, batch_size=None, num_workers=2), 6))
+    assert all(same(batch, stream.batch(start + n)) for n, batch in enumerate(loaded))
+
+
+def test_data_parallel_ranks_draw_different_batches():
+    train = training_set(DataConfig(**SMALL))
+    single = TrainStream(train, 4, seed=3).batch(2)
+    rank0, rank1 = (TrainStream(train, 4, seed=3, rank=r, world_size=2).batch(2) for r in (0, 1))
+    assert not same(rank0, rank1) and same(TrainStream(train, 4, seed=3, world_size=1).batch(2), single)
+
+
+def test_mixture_picks_one_component_per_batch_by_weight():
+    config = DataConfig(
+        task="parity", task_args={"seq_len": 8},
+        mixture=[{"seq_len": 8, "weight": 3}, {"seq_len": 16, "weight": 1}], batch_size=2,
+    )
+    stream = TrainStream(training_set(config), 2, seed=0)
+    lengths = [stream.batch(step)["inputs"].shape[1] for step in range(4000)]
+    assert abs(lengths.count(8) / 4000 - 0.75) < 0.03
+    assert [TrainStream(training_set(config), 2, seed=0).batch(s)["inputs"].shape[1] for s in range(50)] == lengths[:50]
+
+
+def test_fixed_sets_have_their_sizes_names_and_eval_set_slice():
+    module = SyntheticDataModule(SMALL)
+    assert module.val_set_names == ["train"]
+    assert module.test_set_names == ["iid", "seq_len=32", "many"]
+    test = list(module.test_dataloader())
+    assert [len(b["inputs"]) for b in test] == [4, 2, 4, 2, 4, 2]
+    assert [b["slices"]["eval_set"].tolist() for b in test[:2]] == [[0] * 4, [0] * 2]
+    assert [b["inputs"].shape[1] for b in test] == [16, 16, 32, 32, 32, 32]
+    assert (test[4]["slices"]["num_kv_pairs"] == 6).all()
+    assert sum(len(b["inputs"]) for b in module.val_dataloader()) == 10
+
+
+def test_validation_on_eval_sets_uses_validation_seeds():
+    module = SyntheticDataModule({**SMALL, "validate_on": "eval_sets", "test_size": 10})
+    assert module.val_set_names == module.test_set_names
+    val, test = list(module.val_dataloader()), list(module.test_dataloader())
+    assert [b["inputs"].shape for b in val[:4]] == [b["inputs"].shape for b in test[:4]]
+    assert not any(same(v, t) for v, t in zip(val, test))
+
+
+def test_evaluation_sets_are_fixed_and_disjoint_from_training():
+    module = SyntheticDataModule(SMALL)
+    val = list(module.val_dataloader())
+    assert all(same(a, b) for a, b in zip(val, module.val_dataloader()))
+    train = list(itertools.islice(module.train_dataloader(), 50))
+    assert not any(same(v, t) for v in val for t in train if v["inputs"].shape == t["inputs"].shape)
+    assert len(FixedBatches(module.val_sets, 10, 4, 3, "validation")) == 3
+
+
+class RecordingModule(L.LightningModule):
+    """Records a fingerprint of every training batch it sees."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.seen: list[list[int]] = []
+
+    def training_step(self, batch, batch_idx):
+        self.seen.append(batch["inputs"][0].tolist())
+        return (self.weight - 1).pow(2).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def fit(module: RecordingModule, data: SyntheticDataModule, max_steps: int, ckpt_path: str | None = None) -> L.Trainer:
+    trainer = L.Trainer(
+        max_steps=max_steps, limit_val_batches=0, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+    )
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    return trainer
+
+
+@pytest.mark.filterwarnings("ignore:You passed in a `val_dataloader` but have no `validation_step`")
+@pytest.mark.filterwarnings("ignore:.*LeafSpec.*is deprecated")
+def test_trainer_resumed_from_a_checkpoint_sees_the_same_batches(tmp_path):
+    straight = RecordingModule()
+    fit(straight, SyntheticDataModule(SMALL), max_steps=8)
+    first = RecordingModule()
+    trainer = fit(first, SyntheticDataModule(SMALL), max_steps=5)
+    trainer.save_checkpoint(tmp_path / "step5.ckpt")
+    resumed = RecordingModule()
+    fit(resumed, SyntheticDataModule(SMALL), max_steps=8, ckpt_path=str(tmp_path / "step5.ckpt"))
+    assert len(straight.seen) == 8 and first.seen == straight.seen[:5] and resumed.seen == straight.seen[5:]
+
+
+def test_explicit_start_step_overrides_the_trainer():
+    data = SyntheticDataModule(SMALL)
+    data.set_start_step(7)
+    assert same(next(iter(data.train_dataloader())), TrainStream(data.train_set, 4, seed=3).batch(7))
+    with pytest.raises(ValueError, match="start step must be an integer >= 0"):
+        data.set_start_step(-1)
