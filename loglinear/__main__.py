@@ -1,0 +1,5 @@
+import sys
+
+from loglinear.cli import main
+
+sys.exit(main())

@@ -1,0 +1,67 @@
+"""The `loglinear` command: `loglinear train ...` and `loglinear sweep ...`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+TRAIN_HELP = """\
+loglinear train [PRESET.yaml] [key=value ...]
+
+Train one run. PRESET is a run preset (e.g. configs/mqar_cpu.yaml); key=value overrides any config
+key (model.mixer=mamba2 train.lr=3.0e-3 out_dir=runs/x). A group may be a file: data=data/parity.yaml.
+Rerunning the same command resumes an interrupted run and skips a finished one.
+Exit status: 0 finished (early_stopped, max_steps or diverged), 1 failed, 2 bad config, 130 interrupted.
+"""
+
+
+def train_main(argv: Sequence[str]) -> int:
+    from loglinear.sweeps.config import ConfigError, load_run_config
+
+    if any(a in ("-h", "--help") for a in argv):
+        print(TRAIN_HELP, end="")
+        return 0
+    preset = argv[0] if argv and "=" not in argv[0] else None
+    overrides = list(argv[1:] if preset else argv)
+    try:
+        cfg = load_run_config(preset, overrides)
+        from loglinear.sweeps.train import train
+
+        result = train(cfg)
+    except ConfigError as e:
+        print(f"loglinear train: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"loglinear train: interrupted; rerun the same command to resume from {cfg.out_dir}/last.ckpt", file=sys.stderr)
+        return 130
+    except Exception as e:  # recorded in result.json as status "failed"
+        print(f"loglinear train: failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", file=sys.stderr)
+        return 1
+    best = result.get("val_accuracy")
+    print(
+        f"{cfg.out_dir}: {result['status']} at step {result.get('step')}, "
+        f"best val/acc {'-' if best is None else f'{best:.4f}'}, {result.get('wall_time_s', 0):.1f}s"
+    )
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = {"train": train_main, "sweep": _sweep_main}
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+        parser = argparse.ArgumentParser(prog="loglinear", description="Log-Linear Attention experiment suite.")
+        parser.add_argument("command", choices=sorted(commands), help="train: one run; sweep: grids of runs")
+        parser.parse_args(argv[:1])
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+def _sweep_main(argv: Sequence[str]) -> int:
+    from loglinear.sweeps.cli import sweep_main
+
+    return sweep_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

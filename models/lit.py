@@ -1,0 +1,197 @@
+"""`LitLanguageModel`: the LightningModule around `build_model`, and `TrainConfig`, the optimisation settings.
+
+One shared step serves training, validation and test: logits only at the scored positions, the
+cross-entropy there, and accuracies. Metric names carry the split prefix:
+
+- `train/loss`, `train/acc`, `train/lr` each logged step;
+- `{val,test}/loss`, `{val,test}/acc` (zoology's: the mean over examples of each example's accuracy over
+  its scored positions), `{val,test}/acc_token` (over all scored tokens), `{val,test}/acc_seq` (the
+  fraction of examples with every scored position right: full-sequence accuracy for state tracking);
+- per slice: `val/acc/num_kv_pairs=64`, `val/acc/seq_len=512`, ... (and `acc_seq/...`), and per
+  evaluation set `val/acc/set=<name>` when there are several.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from loglinear.models.backbone import build_model
+from loglinear.models.config import ModelConfig
+from loglinear.models.optim import param_groups
+
+IGNORE_INDEX = -100
+
+
+@dataclass
+class TrainConfig:
+    """How a run trains (the `train.` keys of `loglinear train`).
+
+    seed:            seeds model initialisation; the data has its own `data.seed`.
+    lr:              peak AdamW learning rate, reached after `warmup_steps`, then a cosine decay to
+                     `lr * min_lr_ratio` at `max_steps`.
+    weight_decay:    AdamW decay of the weight matrices (none on norms, biases, embeddings, A_log,
+                     dt_bias, D and lambda parameters).
+    max_steps:       the step budget.
+    val_every:       validate (and checkpoint) every this many steps.
+    early_stop_threshold: stop once validation accuracy is strictly above it (zoology, the paper: 0.99);
+                     None trains to max_steps.
+    patience:        None (default): a plateau is no reason to stop; an int: also stop after this
+                     many validations without improvement.
+    grad_clip:       gradient-norm clipping (0 disables).
+    precision:       "auto" is bf16-mixed on GPU and 32-true on CPU; else any Lightning precision.
+    accelerator, devices, strategy: passed to the Lightning Trainer (DDP: devices=N strategy=ddp).
+    deterministic:   torch deterministic algorithms (Triton atomics are not covered).
+    """
+
+    seed: int = 0
+    lr: float = 1e-3
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.98
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.1
+    max_steps: int = 2000
+    val_every: int = 100
+    early_stop_threshold: Optional[float] = 0.99
+    patience: Optional[int] = None
+    grad_clip: float = 1.0
+    precision: str = "auto"
+    accelerator: str = "auto"
+    devices: Any = "auto"
+    strategy: str = "auto"
+    deterministic: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "val_every"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"train.{name} must be a positive int, got {value!r}")
+        if not self.lr > 0 or not math.isfinite(self.lr):
+            raise ValueError(f"train.lr must be a positive number, got {self.lr!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
+        if not 0 <= self.min_lr_ratio <= 1:
+            raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"train.patience must be None or >= 1, got {self.patience}")
+
+    def lr_factor(self, step: int) -> float:
+        """Learning-rate multiplier at `step`: linear warmup, then cosine to `min_lr_ratio`."""
+        if step < self.warmup_steps:
+            return (step + 1) / self.warmup_steps
+        progress = min(1.0, (step - self.warmup_steps) / max(1, self.max_steps - self.warmup_steps))
+        return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+class LitLanguageModel(L.LightningModule):
+    """Trains a `build_model(model_cfg)` language model on scored positions only."""
+
+    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, set_names: Optional[dict[str, list[str]]] = None):
+        super().__init__()
+        self.model_cfg, self.train_cfg = model_cfg, train_cfg
+        self.model = build_model(model_cfg)
+        self.set_names = set_names or {}  # stage -> names of its evaluation sets (the `eval_set` slice)
+        self.diverged = False
+        self._sums: dict[str, list[float]] = {}
+
+    def forward(self, inputs: Tensor, score_mask: Optional[Tensor] = None) -> Tensor:
+        return self.model(inputs, score_mask)
+
+    def shared_step(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
+        """Loss over the scored positions and per-example (correct, scored) counts."""
+        inputs, targets = batch["inputs"], batch["targets"]
+        mask = targets != IGNORE_INDEX  # (B, T)
+        logits = self.model(inputs, mask)  # (n_scored, vocab)
+        scored = targets[mask]  # (n_scored,)
+        loss = F.cross_entropy(logits.float(), scored)
+        example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to
+        right = (logits.argmax(-1) == scored).to(torch.float64)
+        B = inputs.shape[0]
+        counts = {
+            "correct": torch.zeros(B, dtype=torch.float64, device=inputs.device).index_add_(0, example, right),
+            "scored": torch.bincount(example, minlength=B).to(torch.float64),
+        }
+        return loss, counts
+
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Optional[Tensor]:
+        loss, counts = self.shared_step(batch)
+        if not torch.isfinite(loss):
+            self.diverged = True
+            self.trainer.should_stop = True
+            return None  # no backward on a non-finite loss; the run ends as `diverged`
+        acc = _example_accuracy(counts).mean()
+        self.log_dict({"train/loss": loss, "train/acc": acc}, prog_bar=True, batch_size=batch["inputs"].shape[0])
+        self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=1)
+        return loss
+
+    def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        self._accumulate("val", batch)
+
+    def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
+        self._accumulate("test", batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_accumulated("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._log_accumulated("test")
+
+    def _accumulate(self, stage: str, batch: dict[str, Any]) -> None:
+        """Add a batch's sums to every group it belongs to: all examples, each slice value, each set."""
+        loss, counts = self.shared_step(batch)
+        has_scores = counts["scored"] > 0
+        acc = _example_accuracy(counts)
+        exact = (counts["correct"] == counts["scored"]).to(torch.float64)
+        groups = {"": torch.ones_like(has_scores)}
+        for name, values in batch.get("slices", {}).items():
+            if name == "eval_set":
+                names = self.set_names.get(stage, [])
+                if len(names) > 1:
+                    for i in values.unique().tolist():
+                        groups[f"/set={names[i]}"] = values == i
+                continue
+            for value in values.unique().tolist():
+                groups[f"/{name}={value}"] = values == value
+        for suffix, member in groups.items():
+            m = member & has_scores
+            sums = self._sums.setdefault(suffix, [0.0] * 6)
+            for i, x in enumerate((acc[m].sum(), m.sum(), exact[m].sum(), counts["correct"][m].sum(), counts["scored"][m].sum())):
+                sums[i] += float(x)
+        total = self._sums[""]
+        total[5] += float(loss) * float(counts["scored"].sum())
+
+    def _log_accumulated(self, stage: str) -> None:
+        metrics = {}
+        for suffix, (acc, n, exact, correct, scored, loss) in sorted(self._sums.items()):
+            if n == 0:
+                continue
+            metrics[f"{stage}/acc{suffix}"] = acc / n
+            metrics[f"{stage}/acc_seq{suffix}"] = exact / n
+            if suffix == "":
+                metrics[f"{stage}/acc_token"] = correct / scored
+                metrics[f"{stage}/loss"] = loss / scored
+        self._sums = {}
+        headline = {k: metrics.pop(k) for k in [f"{stage}/acc"] if k in metrics}
+        self.log_dict(headline, prog_bar=True)
+        self.log_dict(metrics)
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        cfg = self.train_cfg
+        optimizer = torch.optim.AdamW(
+            param_groups(self.model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2)
+        )
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, cfg.lr_factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def _example_accuracy(counts: dict[str, Tensor]) -> Tensor:
+    """Each example's accuracy over its scored positions (0 for an example with none)."""
+    return counts["correct"] / counts["scored"].clamp_min(1)

@@ -1,0 +1,149 @@
+"""`RunConfig`: everything one run needs, as an OmegaConf structured config built from a preset and overrides.
+
+    cfg = load_run_config("configs/mqar_cpu.yaml", ["model.mixer=mamba2", "train.lr=3.0e-3"])
+
+A preset is YAML with the top-level keys of `RunConfig`. A group (`data`, `model`, `train`,
+`logger`) may instead be the path of a YAML file holding just that group (e.g.
+`data: data/mqar_cpu.yaml`, or `data=configs/data/parity.yaml` on the command line); a relative
+path is looked up beside the file that names it, then in the working directory, then in the
+project's `configs/`. Unknown keys and badly typed values raise `ConfigError` naming the full key
+and, for a typo, the closest valid key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from loglinear.models.config import ModelConfig
+from loglinear.models.lit import TrainConfig
+from loglinear.synthetics import DataConfig
+from loglinear.synthetics.config import evaluation_sets, training_set, validation_sets
+
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
+GROUPS = ("data", "model", "train", "logger")
+
+
+class ConfigError(ValueError):
+    """A bad run configuration; the message is one line naming the key."""
+
+
+@dataclass
+class WandbConfig:
+    """mode: "offline" (default: logs under the run directory, `wandb sync` later), "online", or "disabled"."""
+
+    mode: str = "offline"
+    project: str = "loglinear"
+    entity: Optional[str] = None
+    group: Optional[str] = None
+
+
+@dataclass
+class LoggerConfig:
+    """progress: a progress bar with loss and val/acc; False prints nothing per step (sweeps)."""
+
+    wandb: WandbConfig = field(default_factory=WandbConfig)
+    progress: bool = True
+
+
+@dataclass
+class RunConfig:
+    """One run: `data` (task, arguments, seed), `model`, `train`, `logger`, and `out_dir`, its directory.
+
+    `model.vocab_size` and `model.max_len` follow the data (the task's vocabulary, the longest
+    sequence of any set) unless given.
+    """
+
+    out_dir: str = MISSING
+    data: DataConfig = MISSING
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+
+
+def _find(path: str, beside: Optional[Path]) -> Path:
+    candidates = ([beside / path] if beside else []) + [Path(path), CONFIGS_DIR / path]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    raise ConfigError(f"config file {path!r} not found (looked in {', '.join(str(c.parent) for c in candidates)})")
+
+
+def _load_groups(cfg: DictConfig, beside: Optional[Path]) -> DictConfig:
+    """Replace group values that are paths of YAML files by the files' contents."""
+    for group in GROUPS:
+        value = cfg.get(group) if group in cfg else None
+        if isinstance(value, str):
+            cfg[group] = OmegaConf.load(_find(value, beside))
+    return cfg
+
+
+def user_config(preset: Optional[str | Path], overrides: Sequence[str] = (), base: Optional[Mapping] = None) -> DictConfig:
+    """The keys the user gave (preset, then `base`, then `key=value` overrides), unchecked."""
+    try:
+        cfg = OmegaConf.create({})
+        if preset is not None:
+            path = _find(str(preset), None)
+            cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.load(path), path.parent))
+        if base:
+            cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.create(dict(base)), None))
+        # whole-group files first (data=configs/data/parity.yaml), then single keys on top of them
+        groups = [o for o in overrides if o.split("=", 1)[0] in GROUPS]
+        keys = [o for o in overrides if o not in groups]
+        cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.from_dotlist(groups), None))
+        return OmegaConf.merge(cfg, OmegaConf.from_dotlist(keys))
+    except OmegaConfBaseException as e:
+        raise ConfigError(_one_line(e)) from None
+
+
+def resolve(user: DictConfig) -> RunConfig:
+    """Check `user` against `RunConfig`, fill the data-derived model keys, and build the typed config."""
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), user)
+        if OmegaConf.is_missing(merged, "out_dir"):
+            raise ConfigError("out_dir is required: the run's directory (out_dir=runs/my_run)")
+        if OmegaConf.is_missing(merged, "data") or OmegaConf.is_missing(merged.data, "task"):
+            raise ConfigError("data.task is required: give a data preset (data=data/mqar_cpu.yaml) or data.task=...")
+        data: DataConfig = OmegaConf.to_object(merged.data)  # type: ignore[assignment]
+        try:
+            sets = [training_set(data), *validation_sets(data), *evaluation_sets(data)]
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"data ({data.task}): {str(e).splitlines()[0]}") from None
+        model_keys = user.get("model") or {}
+        if "vocab_size" not in model_keys:
+            merged.model.vocab_size = sets[0].tasks[0].vocab_size
+        if "max_len" not in model_keys:
+            merged.model.max_len = max(task.seq_len for s in sets for task in s.tasks)
+        cfg: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    except OmegaConfBaseException as e:
+        raise ConfigError(_one_line(e)) from None
+    except ConfigError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    if cfg.logger.wandb.mode not in ("offline", "online", "disabled"):
+        raise ConfigError(f"logger.wandb.mode must be offline, online or disabled, got {cfg.logger.wandb.mode!r}")
+    return cfg
+
+
+def load_run_config(preset: Optional[str | Path] = None, overrides: Sequence[str] = (), base: Optional[Mapping] = None) -> RunConfig:
+    return resolve(user_config(preset, overrides, base))
+
+
+def to_yaml(cfg: RunConfig) -> str:
+    return OmegaConf.to_yaml(OmegaConf.structured(cfg))
+
+
+def to_container(cfg: RunConfig) -> dict[str, Any]:
+    return OmegaConf.to_container(OmegaConf.structured(cfg))  # type: ignore[return-value]
+
+
+def _one_line(e: OmegaConfBaseException) -> str:
+    message = str(e).splitlines()[0] if str(e) else type(e).__name__
+    key = getattr(e, "full_key", None)
+    return f"{key}: {message}" if key else message
