@@ -83,11 +83,11 @@ def naive_log_linear_attn(
     onehot = torch.nn.functional.one_hot(key_level, out_levels).to(q.dtype)  # (B, T, Lout)
     S_keys = torch.einsum("btl,bhtv,bhtk->bhlvk", onehot, Vt, C)  # (B, H, Lout, V, K)
     # the initial buckets travel through W_0..W_last: P = exp(G_last) I - (exp(G) K)^T C
-    eG_last = G[..., -1].exp()[..., None, None, None]  # (B, H, 1, 1, 1)
+    eG_last = G[..., -1].exp()[..., None, None]  # (B, H, 1, 1)
     if beta is None:
-        S0_moved = eG_last * S0
+        S0_moved = eG_last[:, :, None] * S0
     else:
-        P = G[..., -1].exp()[..., None, None] * torch.eye(K, dtype=q.dtype, device=q.device) - (eG * Kt).transpose(-1, -2) @ C
+        P = eG_last * torch.eye(K, dtype=q.dtype, device=q.device) - (eG * Kt).transpose(-1, -2) @ C  # (B, H, K, K)
         S0_moved = S0 @ P[:, :, None]  # (B, H, L0, V, K)
     move = torch.nn.functional.one_hot(bucket_to, out_levels).to(q.dtype)  # (B, L0, Lout)
     S_final = S_keys + torch.einsum("bjl,bhjvk->bhlvk", move, S0_moved)
