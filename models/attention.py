@@ -1,0 +1,77 @@
+"""Causal multi-head softmax attention with RoPE, through `scaled_dot_product_attention`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from loglinear.models.layers import apply_rope
+from loglinear.models.mixer import MIXERS, Mixer
+
+if TYPE_CHECKING:
+    from loglinear.models.config import ModelConfig
+
+
+@dataclass
+class KVCache:
+    """Keys and values of the tokens seen so far: k, v (B, H, max_len, head dim); `length` of them are filled."""
+
+    k: Tensor
+    v: Tensor
+    length: int
+
+
+@MIXERS.register("attention")
+class Attention(Mixer):
+    """softmax(q k^T / sqrt(D) + causal mask) v per head, with RoPE on q and k; no biases.
+
+    Heads: ModelConfig.heads (n_heads, or max(1, d_model // 64)); head dim D = d_model / heads.
+    Decoding appends to a preallocated KV cache (changed in place) and attends over its filled part.
+    """
+
+    def __init__(self, cfg: "ModelConfig") -> None:
+        super().__init__(cfg)
+        self.n_heads = cfg.heads
+        self.head_dim = cfg.d_model // self.n_heads
+        self.rope_base = cfg.rope_base
+        self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
+        self.out_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    @classmethod
+    def check_config(cls, cfg: "ModelConfig") -> None:
+        if cfg.d_model % cfg.heads:
+            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by n_heads={cfg.heads}")
+        if (cfg.d_model // cfg.heads) % 2:
+            raise ValueError(
+                f"ModelConfig.n_heads={cfg.heads} gives an odd attention head dim {cfg.d_model // cfg.heads}; RoPE needs it even"
+            )
+
+    def _qkv(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, d_model) -> q, k, v (B, H, T, D), RoPE applied to q and k."""
+        q, k, v = self.qkv(x).unflatten(-1, (3, self.n_heads, self.head_dim)).unbind(-3)  # (B, T, H, D) each
+        q, k = apply_rope(q, positions, self.rope_base), apply_rope(k, positions, self.rope_base)
+        return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def forward(self, x: Tensor) -> Tensor:
+        q, k, v = self._qkv(x, torch.arange(x.shape[1], device=x.device))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        return self.out_proj(o.transpose(1, 2).flatten(-2))
+
+    def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> KVCache:
+        shape = (batch_size, self.n_heads, max_len, self.head_dim)
+        return KVCache(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype), 0)
+
+    def step(self, x_t: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:
+        t = cache.length
+        if t >= cache.k.shape[2]:
+            raise ValueError(f"the KV cache holds {cache.k.shape[2]} tokens (max_len) and is full")
+        q, k, v = self._qkv(x_t[:, None], torch.tensor([t], device=x_t.device))  # (B, H, 1, D)
+        cache.k[:, :, t : t + 1] = k
+        cache.v[:, :, t : t + 1] = v
+        cache.length = t + 1
+        o = F.scaled_dot_product_attention(q, cache.k[:, :, : t + 1], cache.v[:, :, : t + 1])  # (B, H, 1, D)
+        return self.out_proj(o[:, :, 0].flatten(-2)), cache

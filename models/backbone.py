@@ -1,0 +1,187 @@
+"""The language model: embedding, pre-norm blocks (mixer, optional MLP), final norm, LM head; and `build_model`."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from loglinear.models.config import ModelConfig
+from loglinear.models.layers import RMSNorm, SwiGLU
+from loglinear.models.mixer import MIXERS
+
+logger = logging.getLogger(__name__)
+
+INIT_STD = 0.02
+"""Linear and embedding weights start as N(0, INIT_STD^2) (GPT-2 / zoology convention)."""
+
+
+class Block(nn.Module):
+    """x <- x + mixer(norm(x)), then x <- x + mlp(norm(x)) when the config has an MLP."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.mixer_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mixer = MIXERS[cfg.mixer](cfg)
+        has_mlp = cfg.mlp_hidden > 0
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps) if has_mlp else None
+        self.mlp = SwiGLU(cfg.d_model, cfg.mlp_hidden) if has_mlp else None
+
+    def _with_mlp(self, x: Tensor) -> Tensor:
+        return x if self.mlp is None else x + self.mlp(self.mlp_norm(x))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self._with_mlp(x + self.mixer(self.mixer_norm(x)))
+
+    def step(self, x_t: Tensor, cache: Any) -> tuple[Tensor, Any]:
+        y, cache = self.mixer.step(self.mixer_norm(x_t), cache)
+        return self._with_mlp(x_t + y), cache
+
+
+@dataclass
+class DecodeCache:
+    """Per-layer mixer caches of a batch decoding in lock-step; `position` tokens consumed of at most `max_len`."""
+
+    layers: list[Any]
+    position: int
+    max_len: int
+
+
+@dataclass
+class ParamReport:
+    """Parameter counts of a LanguageModel (tied weights counted once).
+
+    lambda_heads counts the log-linear heads' own parameters plus their input-projection columns;
+    `mixers` includes them, so `base_mixers` = mixers - lambda_heads is what the base model has.
+    """
+
+    total: int
+    embedding: int
+    mixers: int
+    lambda_heads: int
+    mlps: int
+    norms: int
+
+    @property
+    def base_mixers(self) -> int:
+        return self.mixers - self.lambda_heads
+
+    @property
+    def overhead_vs_mixers_pct(self) -> float:
+        """Lambda parameters as a percentage of the base mixers' parameters."""
+        return 100.0 * self.lambda_heads / self.base_mixers
+
+    @property
+    def overhead_vs_model_pct(self) -> float:
+        """Lambda parameters as a percentage of the base model (the paper's measure: < 3% Mamba-2, < 0.4% GDN)."""
+        return 100.0 * self.lambda_heads / (self.total - self.lambda_heads)
+
+    def __str__(self) -> str:
+        text = (
+            f"{self.total:,} parameters: embedding {self.embedding:,}, mixers {self.mixers:,}, "
+            f"MLPs {self.mlps:,}, norms {self.norms:,}"
+        )
+        if self.lambda_heads:
+            text += (
+                f"; lambda heads {self.lambda_heads:,} (+{self.overhead_vs_mixers_pct:.2f}% of the base mixers, "
+                f"+{self.overhead_vs_model_pct:.2f}% of the base model)"
+            )
+        return text
+
+
+def _count(modules: list[nn.Module | None]) -> int:
+    params = {id(p): p for m in modules if m is not None for p in m.parameters()}
+    return sum(p.numel() for p in params.values())
+
+
+class LanguageModel(nn.Module):
+    """Token embedding, `n_layers` pre-norm blocks, final RMSNorm, LM head (tied to the embedding or not).
+
+    `model(inputs, score_mask=None)`: inputs (B, T) int64. Without score_mask returns logits
+    (B, T, vocab); with a boolean score_mask (B, T) returns logits only where it is true, shape
+    (score_mask.sum(), vocab) in row-major order (= full_logits[score_mask]), skipping the final norm
+    and the vocabulary projection elsewhere (they dominate the cost when few positions are scored).
+
+    Decoding: `cache = model.init_cache(batch_size, max_len)`, then
+    `logits_t, cache = model.step(tokens_t, cache)` with tokens_t (B,) and logits_t (B, vocab);
+    stepping through a sequence reproduces the parallel logits.
+    """
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self._init_weights()
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.embedding.weight
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, std=INIT_STD)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+    def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
+        h = self.embedding(inputs)
+        for block in self.blocks:
+            h = block(h)
+        if score_mask is not None:
+            if score_mask.dtype != torch.bool or score_mask.shape != inputs.shape:
+                raise ValueError(
+                    f"score_mask must be a bool tensor of the inputs' shape {tuple(inputs.shape)}, "
+                    f"got {score_mask.dtype} {tuple(score_mask.shape)}"
+                )
+            h = h[score_mask]
+        return self.lm_head(self.norm(h))
+
+    def init_cache(self, batch_size: int, max_len: int | None = None) -> DecodeCache:
+        """Empty decoding caches for `batch_size` sequences of up to max_len tokens (default ModelConfig.max_len)."""
+        max_len = self.cfg.max_len if max_len is None else max_len
+        weight = self.embedding.weight
+        layers = [
+            block.mixer.init_cache(batch_size, max_len, device=weight.device, dtype=weight.dtype) for block in self.blocks
+        ]
+        return DecodeCache(layers, 0, max_len)
+
+    def step(self, tokens_t: Tensor, cache: DecodeCache) -> tuple[Tensor, DecodeCache]:
+        """One token per sequence: tokens_t (B,) int64 -> logits (B, vocab) and the cache after it."""
+        if cache.position >= cache.max_len:
+            raise ValueError(f"the cache is full: it was made for max_len={cache.max_len} tokens")
+        h = self.embedding(tokens_t)
+        layers = []
+        for block, layer_cache in zip(self.blocks, cache.layers):
+            h, layer_cache = block.step(h, layer_cache)
+            layers.append(layer_cache)
+        return self.lm_head(self.norm(h)), DecodeCache(layers, cache.position + 1, cache.max_len)
+
+    def param_report(self) -> ParamReport:
+        mixers = [b.mixer for b in self.blocks]
+        mlps: list[nn.Module | None] = [b.mlp for b in self.blocks]
+        embedding = _count([self.embedding, self.lm_head])
+        n_mixers, n_mlps, total = _count(mixers), _count(mlps), _count([self])
+        return ParamReport(
+            total=total, embedding=embedding, mixers=n_mixers,
+            lambda_heads=sum(m.lambda_parameter_count() for m in mixers),
+            mlps=n_mlps, norms=total - embedding - n_mixers - n_mlps,
+        )
+
+
+def build_model(cfg: ModelConfig | Mapping[str, Any]) -> LanguageModel:
+    """Validate `cfg` (a ModelConfig, dict or OmegaConf DictConfig) and build its LanguageModel.
+
+    Impossible settings raise a ValueError naming the field. The parameter report
+    (`model.param_report()`) is logged at INFO level.
+    """
+    cfg = ModelConfig.from_mapping(cfg)
+    cfg.validate()
+    model = LanguageModel(cfg)
+    logger.info("%s: %s", cfg.mixer, model.param_report())
+    return model

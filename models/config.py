@@ -1,0 +1,154 @@
+"""`ModelConfig`: every architecture choice of a language model, as an OmegaConf-compatible dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Optional
+
+from loglinear.kernels import IMPLS, num_levels
+
+LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
+"""Level-bias options of the lambda head (see `lambda_bias_init`)."""
+
+
+@dataclass
+class ModelConfig:
+    """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides).
+
+    mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, log_linear_mamba2,
+                      log_linear_gated_deltanet.
+    d_model:          residual width.
+    n_layers:         number of blocks (mixer, then the optional MLP, each pre-norm and residual).
+    vocab_size:       token vocabulary (embedding rows and logits).
+    lambda_param:     a name in `LAMBDA_PARAMS` (log-linear mixers only; ignored by the others).
+    lambda_bias_init: the lambda head's learned per-(head, level) bias b: "none" (no bias: the
+                      paper's head), "zero" (b = 0), "ones" (lambda starts at 1 on every level, i.e. the
+                      model starts as its base mixer; clipped into the range of bounded
+                      parameterisations), "decay" (lambda starts at 2^-level, favouring recent tokens).
+    lambda_share_from_level: None, or j >= 1: levels >= j share one lambda (tied parameters), so
+                      levels deeper than the training length never go untrained (length generalisation).
+    max_len:          longest sequence the model serves: the lambda head outputs num_levels(max_len)
+                      levels and decoding caches hold max_len positions.
+    n_heads:          heads of attention and Gated DeltaNet; None derives them: attention
+                      max(1, d_model // 64) (head dim 64, one head below 128); Gated DeltaNet 1 at
+                      d_model <= 16, else max(2, d_model // 128) (the paper's MQAR setting: 2 heads,
+                      1 at d_model 16; head dim 128 at scale). Mamba-2 ignores it (see head_dim).
+    head_dim:         Mamba-2's head dim P: heads = expand * d_model / head_dim (attention and Gated
+                      DeltaNet use d_model / n_heads).
+    state_dim:        Mamba-2's state dim N (the operator's key dim).
+    expand:           width of the value path = expand * d_model (Mamba-2's d_inner; Gated DeltaNet's
+                      value dim, fla's expand_v; its key dim is d_model).
+    conv_size:        kernel of the depthwise causal short convolutions (Mamba-2, Gated DeltaNet).
+    mlp_ratio:        hidden width of the SwiGLU MLP after each mixer as a multiple of d_model; 0 = no
+                      MLP (zoology's MQAR models).
+    tie_embeddings:   the LM head reuses the token embedding matrix.
+    use_output_gate:  Gated DeltaNet: output gate (rmsnorm(o) * silu(W_g x)) instead of a plain norm.
+    negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
+                      Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
+    rope_base:        RoPE base of attention.
+    norm_eps:         epsilon of every RMSNorm.
+    impl:             operator implementation of the linear mixers ("auto": Triton on CUDA, chunk on CPU).
+    chunk_size:       chunk length of the chunkwise operator (a power of two).
+    """
+
+    mixer: str = "attention"
+    d_model: int = 64
+    n_layers: int = 2
+    vocab_size: int = 8192
+    lambda_param: str = "softplus"
+    lambda_bias_init: str = "none"
+    lambda_share_from_level: Optional[int] = None
+    max_len: int = 2048
+    n_heads: Optional[int] = None
+    head_dim: int = 16
+    state_dim: int = 16
+    expand: int = 2
+    conv_size: int = 4
+    mlp_ratio: float = 0.0
+    tie_embeddings: bool = True
+    use_output_gate: bool = True
+    negative_eigenvalues: bool = False
+    rope_base: float = 10000.0
+    norm_eps: float = 1e-5
+    impl: str = "auto"
+    chunk_size: int = 64
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    @property
+    def heads(self) -> int:
+        """Heads of attention / Gated DeltaNet: n_heads, or the default described in the class docstring."""
+        if self.n_heads is not None:
+            return self.n_heads
+        if self.mixer == "attention":
+            return max(1, self.d_model // 64)
+        return 1 if self.d_model <= 16 else max(2, self.d_model // 128)
+
+    @property
+    def mamba2_heads(self) -> int:
+        return self.expand * self.d_model // self.head_dim
+
+    @property
+    def lambda_levels(self) -> int:
+        """Levels of the log-linear mixers' lambda heads: num_levels(max_len)."""
+        return num_levels(self.max_len)
+
+    @property
+    def mlp_hidden(self) -> int:
+        return round(self.mlp_ratio * self.d_model)
+
+    def validate(self) -> None:
+        """Raise a ValueError naming the field of the first impossible setting."""
+        from loglinear.models.lambda_params import LAMBDA_PARAMS
+        from loglinear.models.mixer import MIXERS
+
+        for name in ("d_model", "n_layers", "max_len", "head_dim", "state_dim", "expand", "conv_size"):
+            _positive_int(name, getattr(self, name))
+        if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
+            raise ValueError(f"ModelConfig.vocab_size must be an int >= 2, got {self.vocab_size!r}")
+        if self.mixer not in MIXERS:
+            raise ValueError(f"ModelConfig.mixer: unknown mixer {self.mixer!r}; valid: {', '.join(MIXERS.names())}")
+        if self.lambda_param not in LAMBDA_PARAMS:
+            raise ValueError(
+                f"ModelConfig.lambda_param: unknown lambda parameterisation {self.lambda_param!r}; "
+                f"valid: {', '.join(LAMBDA_PARAMS.names())}"
+            )
+        if self.lambda_bias_init not in LAMBDA_BIAS_INITS:
+            raise ValueError(
+                f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; valid: {', '.join(LAMBDA_BIAS_INITS)}"
+            )
+        share = self.lambda_share_from_level
+        if share is not None and (not isinstance(share, int) or share < 1):
+            raise ValueError(f"ModelConfig.lambda_share_from_level must be None or an int >= 1, got {share!r}")
+        valid_impls = ("auto", *IMPLS)
+        if self.impl not in valid_impls:
+            raise ValueError(f"ModelConfig.impl: unknown impl {self.impl!r}; valid: {', '.join(valid_impls)}")
+        _positive_int("chunk_size", self.chunk_size)
+        if self.chunk_size & (self.chunk_size - 1):
+            raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")
+        if self.mlp_ratio < 0:
+            raise ValueError(f"ModelConfig.mlp_ratio must be >= 0 (0 = no MLP), got {self.mlp_ratio}")
+        for name in ("norm_eps", "rope_base"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"ModelConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.n_heads is not None:
+            _positive_int("n_heads", self.n_heads)
+        MIXERS[self.mixer].check_config(self)
+
+    @classmethod
+    def from_mapping(cls, values: object) -> "ModelConfig":
+        """A ModelConfig from a ModelConfig, a dict or an OmegaConf DictConfig; unknown keys are a ValueError."""
+        if isinstance(values, cls):
+            return values
+        known = {f.name for f in fields(cls)}
+        items = dict(values)  # type: ignore[call-overload]
+        unknown = sorted(set(items) - known)
+        if unknown:
+            raise ValueError(f"ModelConfig has no field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+        return cls(**items)
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")

@@ -1,0 +1,79 @@
+"""Gated DeltaNet (Yang, Kautz & Hatamizadeh 2025, "Gated Delta Networks") through the log-linear operator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from loglinear.models.lambda_params import LambdaHead
+from loglinear.models.layers import GatedRMSNorm, RMSNorm
+from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
+from loglinear.models.mamba2 import initial_A_log, initial_dt_bias
+from loglinear.models.mixer import MIXERS
+
+if TYPE_CHECKING:
+    from loglinear.models.config import ModelConfig
+
+L2_EPS = 1e-6
+
+
+def l2_normalise(x: Tensor) -> Tensor:
+    """x / sqrt(sum(x^2) + eps) over the last axis."""
+    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + L2_EPS)
+
+
+@MIXERS.register("gated_deltanet")
+class GatedDeltaNet(LinearAttentionMixer):
+    """Gated DeltaNet mixer: H heads of key dim K = d_model / H and value dim V = expand * K.
+
+        [q k v | a | b | gate (| dl)] = W_in x;   q, k, v <- silu(shortconv(q, k, v))
+        q = l2norm(q) / sqrt(K),  k = l2norm(k),  beta = sigmoid(b)   (2 sigmoid(b) with negative eigenvalues)
+        g = -exp(A_log) * softplus(a + dt_bias)                        log of the decay alpha
+        S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   o_t = S_t q_t
+        out = W_out (rmsnorm(o) * silu(gate))   (plain per-head rmsnorm without the output gate)
+
+    beta in (0, 2) gives the transition eigenvalue 1 - beta in (-1, 1) along k (Grazzi et al. 2025).
+    The projections of fla's layer are fused into one W_in (same function, one matmul), and q, k,
+    v share one depthwise convolution (equal to three). A `lambda_head` adds its columns to W_in.
+    """
+
+    def __init__(self, cfg: "ModelConfig", lambda_head: LambdaHead | None = None) -> None:
+        H = cfg.heads
+        K, V = cfg.d_model // H, cfg.expand * cfg.d_model // H
+        self.use_output_gate = cfg.use_output_gate
+        super().__init__(
+            cfg, n_heads=H, key_dim=K, value_dim=V, conv_width=2 * H * K + H * V,
+            rest_widths=[H, H, H * V if cfg.use_output_gate else 0], conv_bias=False, signed_decay=False,
+            lambda_head=lambda_head,
+        )
+        self.beta_max = 2.0 if cfg.negative_eigenvalues else 1.0
+        self.A_log = nn.Parameter(initial_A_log(H))
+        self.dt_bias = nn.Parameter(initial_dt_bias(H))
+        self.norm = (
+            GatedRMSNorm(V, cfg.norm_eps, norm_before_gate=True) if cfg.use_output_gate else RMSNorm(V, cfg.norm_eps)
+        )
+        self.out_proj = nn.Linear(H * V, cfg.d_model, bias=False)
+
+    @classmethod
+    def check_config(cls, cfg: "ModelConfig") -> None:
+        if cfg.d_model % cfg.heads:
+            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by n_heads={cfg.heads}")
+
+    def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
+        H, K, V = self.n_heads, self.key_dim, self.value_dim
+        q, k, v = conv_out.split([H * K, H * K, H * V], dim=-1)
+        a, b, _ = rest
+        return OperatorInputs(
+            q=l2_normalise(q.unflatten(-1, (H, K))) * K**-0.5,
+            k=l2_normalise(k.unflatten(-1, (H, K))),
+            v=v.unflatten(-1, (H, V)),
+            g=-torch.exp(self.A_log) * F.softplus(a + self.dt_bias),
+            beta=self.beta_max * torch.sigmoid(b),
+        )
+
+    def output(self, o: Tensor, conv_out: Tensor, rest: list[Tensor]) -> Tensor:
+        y = self.norm(o, rest[2].unflatten(-1, o.shape[-2:])) if self.use_output_gate else self.norm(o)
+        return self.out_proj(y.flatten(-2))

@@ -1,0 +1,216 @@
+"""Lambda parameterisations (`LAMBDA_PARAMS`) and the lambda head of the log-linear mixers.
+
+A log-linear mixer weights Fenwick level l of its state by lambda_t^(l) per head (shared/SPEC.md
+section 2). The head turns a data-dependent projection dl_t = W_lambda x_t (heads x levels columns,
+fused into the mixer's input projection) into lambda_t through a parameterisation f:
+
+    softplus  lambda = softplus(L_l * dl + b_l)              L init 1, the paper's (b absent by default)
+    bounded   lambda = exp(-exp(L_l) * softplus(dl + b_l))   in (0, 1), L init 0 (official code's option)
+    sigmoid   lambda = sigmoid(dl + b_l)                     in (0, 1)
+    softmax   lambda = n_levels * softmax_l(dl + b_l)        a distribution over levels, scaled to mean 1
+    static    lambda = softplus(b_l)                         learned per head and level, not data-dependent
+    constant  lambda = 1                                     exactly the base mixer
+
+L and b have shape (heads, distinct levels) and take no weight decay. The per-level bias b exists
+when `lambda_bias_init` is not "none" (static always has it). With `lambda_share_from_level = j`,
+levels >= j read the parameters and the projection column of level j (tied, not copied).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from loglinear.kernels import num_levels
+from loglinear.models.layers import inverse_softplus
+from loglinear.models.registry import Registry
+
+if TYPE_CHECKING:
+    from loglinear.models.config import ModelConfig
+
+LAMBDA_PARAMS: Registry[type["LambdaParam"]] = Registry("lambda parameterisation")
+
+_OPEN_UNIT = (0.05, 0.95)
+"""Initial targets of the (0, 1)-valued parameterisations are clipped into this range."""
+
+
+class LambdaParam(nn.Module):
+    """A map from pre-activations u (..., H, L) to level weights lambda (..., H, L).
+
+    Parameters have shape (H, n_distinct); `index` (L,) maps each level to its distinct slot.
+    `data_dependent` parameterisations read u (the projected hidden state); the others ignore it.
+    """
+
+    data_dependent: ClassVar[bool] = True
+
+    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
+        super().__init__()
+        self.n_heads, self.n_distinct = n_heads, n_distinct
+        self.bias = None if bias_init == "none" else nn.Parameter(self._initial_bias(bias_init))
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        raise NotImplementedError
+
+    def inverse(self, target: Tensor) -> Tensor:
+        """The bias b that gives lambda = target where dl = 0, at the initial values of the other parameters."""
+        raise NotImplementedError
+
+    def _initial_bias(self, bias_init: str) -> Tensor:
+        if bias_init == "zero":
+            return torch.zeros(self.n_heads, self.n_distinct)
+        level = torch.arange(self.n_distinct, dtype=torch.float64)
+        target = torch.ones_like(level) if bias_init == "ones" else 2.0**-level
+        return self.inverse(target.expand(self.n_heads, -1)).float()
+
+    def _biased(self, u: Tensor, index: Tensor) -> Tensor:
+        return u if self.bias is None else u + self.bias[:, index]
+
+
+@LAMBDA_PARAMS.register("softplus")
+class SoftplusLambda(LambdaParam):
+    """lambda = softplus(L_l * dl + b_l) >= 0, L initialised to 1 (the paper's and fla's; b absent there)."""
+
+    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
+        super().__init__(n_heads, n_distinct, bias_init)
+        self.scale = nn.Parameter(torch.ones(n_heads, n_distinct))
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        assert u is not None
+        return F.softplus(self._biased(self.scale[:, index] * u, index))
+
+    def inverse(self, target: Tensor) -> Tensor:
+        return inverse_softplus(target)
+
+
+@LAMBDA_PARAMS.register("bounded")
+class BoundedLambda(LambdaParam):
+    """lambda = exp(-exp(L_l) * softplus(dl + b_l)) in (0, 1), L initialised to 0 (the official code's bounded form)."""
+
+    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
+        super().__init__(n_heads, n_distinct, bias_init)
+        self.scale = nn.Parameter(torch.zeros(n_heads, n_distinct))
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        assert u is not None
+        return torch.exp(-self.scale[:, index].exp() * F.softplus(self._biased(u, index)))
+
+    def inverse(self, target: Tensor) -> Tensor:
+        return inverse_softplus(-torch.log(target.clamp(*_OPEN_UNIT)))
+
+
+@LAMBDA_PARAMS.register("sigmoid")
+class SigmoidLambda(LambdaParam):
+    """lambda = sigmoid(dl + b_l) in (0, 1)."""
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        assert u is not None
+        return torch.sigmoid(self._biased(u, index))
+
+    def inverse(self, target: Tensor) -> Tensor:
+        return torch.logit(target.clamp(*_OPEN_UNIT))
+
+
+@LAMBDA_PARAMS.register("softmax")
+class SoftmaxLambda(LambdaParam):
+    """lambda = n_levels * softmax over levels of (dl + b): a distribution over all levels, mean 1.
+
+    The distribution covers every level of the head (num_levels(max_len)), also those a shorter
+    sequence never reaches; tied levels each take the shared logit.
+    """
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        assert u is not None
+        return index.numel() * torch.softmax(self._biased(u, index), dim=-1)
+
+    def inverse(self, target: Tensor) -> Tensor:
+        return torch.log(target)  # softmax is shift-invariant: the level count rescales the mean to 1
+
+
+@LAMBDA_PARAMS.register("static")
+class StaticLambda(LambdaParam):
+    """lambda = softplus(b_l): one learned weight per head and level, the same at every token.
+
+    b is always present; lambda_bias_init "none" starts it at zero like "zero" (lambda = ln 2).
+    """
+
+    data_dependent = False
+
+    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
+        super().__init__(n_heads, n_distinct, "zero" if bias_init == "none" else bias_init)
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        return F.softplus(self.bias[:, index])
+
+    def inverse(self, target: Tensor) -> Tensor:
+        return inverse_softplus(target)
+
+
+@LAMBDA_PARAMS.register("constant")
+class ConstantLambda(LambdaParam):
+    """lambda = 1 on every level: the log-linear operator then equals its base (linear) mixer exactly."""
+
+    data_dependent = False
+
+    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
+        super().__init__(n_heads, n_distinct, "none")
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        return torch.ones(self.n_heads, index.numel(), device=index.device)
+
+
+class LambdaHead(nn.Module):
+    """Level weights lambda (..., H, L) of a log-linear mixer from its projected inputs dl (..., n_inputs).
+
+    n_levels = num_levels(max_len); with share_from = j, levels >= j share slot j, so the head has
+    n_distinct = min(n_levels, j + 1) slots and reads n_inputs = H * n_distinct projected features
+    (0 for parameterisations that are not data-dependent).
+    """
+
+    def __init__(
+        self, lambda_param: str, n_heads: int, n_levels: int, *, share_from: int | None, bias_init: str
+    ) -> None:
+        super().__init__()
+        self.n_heads, self.n_levels = n_heads, n_levels
+        n_distinct = n_levels if share_from is None else min(n_levels, share_from + 1)
+        self.register_buffer("index", torch.arange(n_levels).clamp(max=n_distinct - 1), persistent=False)
+        self.param = LAMBDA_PARAMS[lambda_param](n_heads, n_distinct, bias_init)
+        self.n_inputs = n_heads * n_distinct if self.param.data_dependent else 0
+
+    @classmethod
+    def from_config(cls, cfg: "ModelConfig", n_heads: int) -> "LambdaHead":
+        return cls(
+            cfg.lambda_param, n_heads, cfg.lambda_levels,
+            share_from=cfg.lambda_share_from_level, bias_init=cfg.lambda_bias_init,
+        )
+
+    @property
+    def max_len(self) -> int:
+        """Longest sequence whose levels the head covers: 2^(n_levels - 1)."""
+        return 1 << (self.n_levels - 1)
+
+    def forward(self, dl: Tensor, like: Tensor) -> Tensor:
+        """dl (..., n_inputs) and like (..., H) (any tensor with the lead shape, dtype and device) -> (..., H, L)."""
+        u = dl.unflatten(-1, (self.n_heads, -1))[..., self.index] if self.param.data_dependent else None
+        lam = self.param(u, self.index)
+        return lam.to(like.dtype).expand(*like.shape, self.n_levels)
+
+    def levels_for(self, lam: Tensor, seq_len: int) -> Tensor:
+        """lam cut to the num_levels(seq_len) levels a sequence of seq_len tokens reaches (the rest never count)."""
+        needed = num_levels(seq_len)
+        if needed > self.n_levels:
+            raise ValueError(
+                f"sequence length {seq_len} needs {needed} lambda levels but the model has {self.n_levels} "
+                f"(sequences up to {self.max_len}); build it with a larger ModelConfig.max_len"
+            )
+        return lam[..., :needed]
+
+
+def lambda_parameter_count(head: LambdaHead | None, d_model: int) -> int:
+    """Parameters the lambda head adds to its base mixer: its own plus its projection columns (n_inputs x d_model)."""
+    if head is None:
+        return 0
+    return sum(p.numel() for p in head.parameters()) + head.n_inputs * d_model
+

@@ -1,0 +1,109 @@
+"""Small building blocks: RMSNorm, gated RMSNorm, causal short convolution (with a decoding step), RoPE, MLP."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def _rms_normalise(x: Tensor, eps: float) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) over the last axis, computed in at least float32."""
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x^2) + eps) * w over the last axis (Zhang & Sennrich 2019)."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return _rms_normalise(x, self.eps) * self.weight
+
+
+class GatedRMSNorm(RMSNorm):
+    """RMSNorm with a SiLU gate z, over the last axis.
+
+    norm_before_gate False (Mamba-2):       y = rmsnorm(x * silu(z)) * w
+    norm_before_gate True (Gated DeltaNet): y = rmsnorm(x) * w * silu(z)
+    """
+
+    def __init__(self, dim: int, eps: float = 1e-5, *, norm_before_gate: bool) -> None:
+        super().__init__(dim, eps)
+        self.norm_before_gate = norm_before_gate
+
+    def forward(self, x: Tensor, z: Tensor) -> Tensor:  # type: ignore[override]
+        if self.norm_before_gate:
+            return super().forward(x) * F.silu(z)
+        return super().forward(x * F.silu(z))
+
+
+class ShortConv(nn.Module):
+    """Depthwise causal convolution over time followed by SiLU: y_t = silu(b + sum_j w_j * x_{t-k+1+j}).
+
+    `forward` takes (B, T, C); `step` takes one token (B, C) and the last k-1 inputs (B, C, k-1).
+    Both sum the k taps in the same order, as shifted products rather than through conv1d: on CPU,
+    conv1d compiles a kernel per new shape (about a second in float64), and the taps are as fast.
+    Weights and bias start uniform in +-1/sqrt(k) (PyTorch's Conv1d default for this fan-in).
+    """
+
+    def __init__(self, channels: int, kernel_size: int, *, bias: bool) -> None:
+        super().__init__()
+        self.kernel_size = kernel_size
+        bound = kernel_size**-0.5
+        self.weight = nn.Parameter(torch.empty(channels, kernel_size).uniform_(-bound, bound))
+        self.bias = nn.Parameter(torch.empty(channels).uniform_(-bound, bound)) if bias else None
+
+    def _taps(self, windows: list[Tensor]) -> Tensor:
+        y = windows[0] * self.weight[:, 0]
+        for j in range(1, self.kernel_size):
+            y = y + windows[j] * self.weight[:, j]
+        return F.silu(y if self.bias is None else y + self.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        T = x.shape[1]
+        padded = F.pad(x, (0, 0, self.kernel_size - 1, 0))  # (B, k - 1 + T, C)
+        return self._taps([padded[:, j : j + T] for j in range(self.kernel_size)])
+
+    def init_state(self, batch_size: int, *, device: torch.device, dtype: torch.dtype) -> Tensor:
+        return torch.zeros(batch_size, self.weight.shape[0], self.kernel_size - 1, device=device, dtype=dtype)
+
+    def step(self, x_t: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
+        window = torch.cat([state, x_t[..., None]], dim=-1)  # (B, C, k)
+        return self._taps(list(window.unbind(-1))), window[..., 1:]
+
+
+def apply_rope(x: Tensor, positions: Tensor, base: float) -> Tensor:
+    """Rotary position embedding (Su et al. 2021), rotating the two halves of the head dim.
+
+    x (B, T, H, D) with D even, positions (T,) absolute. Pair i = (x_i, x_{i+D/2}) is rotated by
+    angle p * base^(-2i/D). Angles are formed in float64 so that the parallel and decoding paths agree.
+    """
+    D = x.shape[-1]
+    inv_freq = base ** (-torch.arange(0, D, 2, device=x.device, dtype=torch.float64) / D)
+    angles = positions.to(torch.float64)[:, None] * inv_freq  # (T, D/2)
+    cos, sin = (f(angles)[:, None, :].to(x.dtype) for f in (torch.cos, torch.sin))  # (T, 1, D/2)
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+
+
+class SwiGLU(nn.Module):
+    """y = W_out (silu(W_a x) * W_b x) (Shazeer 2020), hidden width `hidden`."""
+
+    def __init__(self, d_model: int, hidden: int) -> None:
+        super().__init__()
+        self.w_in = nn.Linear(d_model, 2 * hidden, bias=False)
+        self.w_out = nn.Linear(hidden, d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        a, b = self.w_in(x).chunk(2, dim=-1)
+        return self.w_out(F.silu(a) * b)
+
+
+def inverse_softplus(y: Tensor) -> Tensor:
+    """x with softplus(x) = y for y > 0: x = y + log(1 - exp(-y)) (stable for small and large y)."""
+    return y + torch.log(-torch.expm1(-y))

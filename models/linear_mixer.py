@@ -1,0 +1,127 @@
+"""The skeleton shared by Mamba-2 and Gated DeltaNet (and so by their log-linear variants).
+
+    [conv_in | rest... | dl] = W_in x            one fused input projection; dl feeds the lambda head
+    conv_out = silu(shortconv(conv_in))
+    q, k, v, g, beta, sign = operator_inputs(conv_out, rest)        the mixer's own gating
+    lam = lambda_head(dl)                        None for a base mixer (a single state)
+    o = log_linear_attn(q * S, k * S, v, g, lam, beta)               S: sign prefix of a signed decay
+    y = output(o, conv_out, rest)                the mixer's skip, norm and output projection
+
+`forward` runs it over a sequence with the parallel operator, `step` over one token with the
+decoding step; both share every line except the convolution and the operator call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor, nn
+
+from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step
+from loglinear.models.lambda_params import LambdaHead
+from loglinear.models.layers import ShortConv
+from loglinear.models.mixer import Mixer
+from loglinear.models.signed_decay import apply_sign_prefix
+
+if TYPE_CHECKING:
+    from loglinear.models.config import ModelConfig
+
+
+@dataclass
+class OperatorInputs:
+    """Inputs of the log-linear operator with or without the time axis: q, k (..., H, K), v (..., H, V), g, beta, sign (..., H)."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    g: Tensor
+    beta: Tensor | None = None
+    sign: Tensor | None = None
+
+
+@dataclass
+class RecurrentCache:
+    """Decoding state of a linear mixer: O(1) per layer, O(log T) with a lambda head.
+
+    conv:  (B, conv channels, conv_size - 1) the last inputs of the short convolution.
+    state: the operator's level state (one level for a base mixer, num_levels(max_len) with a lambda head).
+    sign:  (B, H) running sign product of a signed decay, None without one.
+    """
+
+    conv: Tensor
+    state: LogLinearState
+    sign: Tensor | None
+
+
+class LinearAttentionMixer(Mixer):
+    """Base of the mixers that run through the log-linear operator; subclasses define the gating.
+
+    Subclasses pass their widths to `__init__` and implement `operator_inputs` and `output`; a
+    `lambda_head` (None for the base mixers) adds its n_inputs columns to the input projection.
+    """
+
+    def __init__(
+        self, cfg: "ModelConfig", *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
+        rest_widths: list[int], conv_bias: bool, signed_decay: bool, lambda_head: LambdaHead | None,
+    ) -> None:
+        super().__init__(cfg)
+        self.n_heads, self.key_dim, self.value_dim = n_heads, key_dim, value_dim
+        self.signed_decay = signed_decay
+        self.impl, self.chunk_size = cfg.impl, cfg.chunk_size
+        self.lambda_head = lambda_head
+        self.widths = [conv_width, *rest_widths, 0 if lambda_head is None else lambda_head.n_inputs]
+        self.in_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
+        self.conv = ShortConv(conv_width, cfg.conv_size, bias=conv_bias)
+
+    def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
+        raise NotImplementedError
+
+    def output(self, o: Tensor, conv_out: Tensor, rest: list[Tensor]) -> Tensor:
+        raise NotImplementedError
+
+    def _project(self, x: Tensor) -> tuple[Tensor, list[Tensor], Tensor]:
+        conv_in, *rest, dl = self.in_proj(x).split(self.widths, dim=-1)
+        return conv_in, rest, dl
+
+    def forward(self, x: Tensor) -> Tensor:
+        conv_in, rest, dl = self._project(x)
+        conv_out = self.conv(conv_in)
+        inp = self.operator_inputs(conv_out, rest)
+        q, k = inp.q, inp.k
+        if inp.sign is not None:
+            q, k, _ = apply_sign_prefix(q, k, inp.sign)
+        lam = None
+        if self.lambda_head is not None:
+            lam = self.lambda_head.levels_for(self.lambda_head(dl, inp.g), x.shape[1])
+        o, _ = log_linear_attn(q, k, inp.v, inp.g, lam, inp.beta, impl=self.impl, chunk_size=self.chunk_size)
+        return self.output(o, conv_out, rest)
+
+    def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> RecurrentCache:
+        levels = 1
+        if self.lambda_head is not None:
+            if max_len > self.lambda_head.max_len:
+                raise ValueError(
+                    f"max_len={max_len} needs more lambda levels than the model has ({self.lambda_head.n_levels}, "
+                    f"sequences up to {self.lambda_head.max_len}); build it with a larger ModelConfig.max_len"
+                )
+            levels = self.lambda_head.n_levels
+        state_dtype = torch.float64 if dtype == torch.float64 else torch.float32  # the operator accumulates in float32
+        state = LogLinearState.zeros(
+            batch_size, self.n_heads, levels, self.value_dim, self.key_dim, device=device, dtype=state_dtype
+        )
+        sign = torch.ones(batch_size, self.n_heads, device=device, dtype=dtype) if self.signed_decay else None
+        return RecurrentCache(self.conv.init_state(batch_size, device=device, dtype=dtype), state, sign)
+
+    def step(self, x_t: Tensor, cache: RecurrentCache) -> tuple[Tensor, RecurrentCache]:
+        conv_in, rest, dl = self._project(x_t)
+        conv_out, conv_state = self.conv.step(conv_in, cache.conv)
+        inp = self.operator_inputs(conv_out, rest)
+        q, k, sign = inp.q, inp.k, cache.sign
+        if inp.sign is not None:
+            q, k, sign = apply_sign_prefix(q[:, None], k[:, None], inp.sign[:, None], cache.sign)
+            q, k = q[:, 0], k[:, 0]
+        lam = None if self.lambda_head is None else self.lambda_head(dl, inp.g)
+        o, state = log_linear_attn_step(q, k, inp.v, inp.g, lam, inp.beta, cache.state)
+        return self.output(o, conv_out, rest), RecurrentCache(conv_state, state, sign)

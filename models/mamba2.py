@@ -1,0 +1,83 @@
+"""Mamba-2 (Dao & Gu 2024, "Transformers are SSMs"), one group, through the log-linear operator's linear case."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from loglinear.models.lambda_params import LambdaHead
+from loglinear.models.layers import GatedRMSNorm, inverse_softplus
+from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
+from loglinear.models.mixer import MIXERS
+from loglinear.models.signed_decay import signed_log_decay
+
+if TYPE_CHECKING:
+    from loglinear.models.config import ModelConfig
+
+DT_RANGE = (1e-3, 1e-1)
+"""Initial step sizes dt are log-uniform in this range (Mamba / Mamba-2 convention)."""
+A_RANGE = (1.0, 16.0)
+"""Initial decay rates A = exp(A_log) are uniform in this range (Mamba-2 convention)."""
+
+
+def initial_dt_bias(n_heads: int) -> Tensor:
+    """dt_bias = softplus^-1(dt) with dt log-uniform in DT_RANGE, so that softplus(0 + dt_bias) = dt at start."""
+    lo, hi = (math.log(x) for x in DT_RANGE)
+    dt = torch.exp(torch.rand(n_heads) * (hi - lo) + lo).clamp_min(1e-4)
+    return inverse_softplus(dt)
+
+
+def initial_A_log(n_heads: int) -> Tensor:
+    return torch.empty(n_heads).uniform_(*A_RANGE).log()
+
+
+@MIXERS.register("mamba2")
+class Mamba2(LinearAttentionMixer):
+    """Mamba-2 mixer with d_inner = expand * d_model, H = d_inner / head_dim heads, state dim N.
+
+        [x B C | z | dt (| dl)] = W_in u;   x, B, C <- silu(shortconv(x, B, C))
+        dt = softplus(dt + dt_bias);  A = -exp(A_log);  decay alpha = exp(dt * A)
+        h_t = alpha_t h_{t-1} + (dt_t x_t) B_t^T,   y_t = h_t C_t + D x_t   (per head; B, C shared by heads)
+        out = W_out rmsnorm(y * silu(z))
+
+    The recurrence is the operator with q = C, k = B, v = x * dt, g = dt * A (shared/NOTES.md
+    section 2). With `negative_eigenvalues` the decay is the signed alpha = 2 exp(dt * A) - 1 in
+    (-1, 1] (see signed_decay.py). A `lambda_head` (log_linear_mamba2) adds its columns to W_in.
+    """
+
+    def __init__(self, cfg: "ModelConfig", lambda_head: LambdaHead | None = None) -> None:
+        self.d_inner, H, N = cfg.expand * cfg.d_model, cfg.mamba2_heads, cfg.state_dim
+        super().__init__(
+            cfg, n_heads=H, key_dim=N, value_dim=cfg.head_dim, conv_width=self.d_inner + 2 * N,
+            rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
+            lambda_head=lambda_head,
+        )
+        self.dt_bias = nn.Parameter(initial_dt_bias(H))
+        self.A_log = nn.Parameter(initial_A_log(H))
+        self.D = nn.Parameter(torch.ones(H))
+        self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_before_gate=False)
+        self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
+
+    @classmethod
+    def check_config(cls, cfg: "ModelConfig") -> None:
+        d_inner = cfg.expand * cfg.d_model
+        if d_inner % cfg.head_dim:
+            raise ValueError(f"ModelConfig.head_dim={cfg.head_dim} must divide expand * d_model = {d_inner} (Mamba-2 heads)")
+
+    def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
+        x, B, C = conv_out.split([self.d_inner, self.key_dim, self.key_dim], dim=-1)
+        dt = F.softplus(rest[1] + self.dt_bias)  # (..., H)
+        a = -torch.exp(self.A_log) * dt  # log of the unsigned decay, <= 0
+        g, sign = signed_log_decay(a) if self.signed_decay else (a, None)
+        heads = (*B.shape[:-1], self.n_heads, self.key_dim)
+        v = x.unflatten(-1, (self.n_heads, self.value_dim)) * dt[..., None]
+        return OperatorInputs(q=C.unsqueeze(-2).expand(heads), k=B.unsqueeze(-2).expand(heads), v=v, g=g, sign=sign)
+
+    def output(self, o: Tensor, conv_out: Tensor, rest: list[Tensor]) -> Tensor:
+        x = conv_out[..., : self.d_inner].unflatten(-1, (self.n_heads, self.value_dim))
+        y = o + self.D[:, None] * x
+        return self.out_proj(self.norm(y.flatten(-2), rest[0]))

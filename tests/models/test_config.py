@@ -1,0 +1,72 @@
+"""ModelConfig: defaults build every mixer from d_model 16 to 512; impossible settings name their field."""
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from loglinear.models import LAMBDA_PARAMS, MIXERS, ModelConfig, build_model
+
+
+def test_registries_hold_the_contract_names():
+    assert set(MIXERS.names()) >= {
+        "attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet",
+    }
+    assert LAMBDA_PARAMS.names() == ["softplus", "bounded", "sigmoid", "softmax", "static", "constant"]
+
+
+def test_registry_miss_lists_valid_names():
+    with pytest.raises(ValueError, match="unknown mixer 'mamba3'.*attention.*log_linear_gated_deltanet"):
+        MIXERS["mamba3"]
+
+
+@pytest.mark.parametrize("d_model", [16, 32, 64, 128, 256, 512])
+@pytest.mark.parametrize("mixer", MIXERS.names())
+def test_defaults_build_and_run(mixer, d_model):
+    model = build_model(ModelConfig(mixer=mixer, d_model=d_model, vocab_size=64))
+    logits = model(torch.randint(0, 64, (1, 5)))
+    assert logits.shape == (1, 5, 64) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        (dict(mixer="mamba3"), r"ModelConfig.mixer: unknown mixer 'mamba3'; valid: attention"),
+        (dict(lambda_param="relu"), r"ModelConfig.lambda_param: .*'relu'; valid: softplus, bounded"),
+        (dict(lambda_bias_init="big"), r"ModelConfig.lambda_bias_init"),
+        (dict(mixer="attention", d_model=64, n_heads=3), r"ModelConfig.d_model=64 is not divisible by n_heads=3"),
+        (dict(mixer="gated_deltanet", d_model=64, n_heads=5), r"ModelConfig.d_model=64 is not divisible by n_heads=5"),
+        (dict(mixer="attention", d_model=48, n_heads=16), r"ModelConfig.n_heads=16 .* odd attention head dim 3"),
+        (dict(mixer="mamba2", d_model=24, head_dim=32), r"ModelConfig.head_dim=32 must divide expand \* d_model = 48"),
+        (dict(d_model=0), r"ModelConfig.d_model must be a positive int"),
+        (dict(n_heads=0), r"ModelConfig.n_heads must be a positive int"),
+        (dict(vocab_size=1), r"ModelConfig.vocab_size"),
+        (dict(impl="cuda"), r"ModelConfig.impl: unknown impl 'cuda'; valid: auto, naive"),
+        (dict(chunk_size=48), r"ModelConfig.chunk_size must be a power of two"),
+        (dict(lambda_share_from_level=0), r"ModelConfig.lambda_share_from_level"),
+        (dict(mlp_ratio=-1.0), r"ModelConfig.mlp_ratio"),
+    ],
+)
+def test_impossible_configs_name_the_field(fields, message):
+    with pytest.raises(ValueError, match=message):
+        ModelConfig(**fields)
+
+
+def test_build_model_accepts_mappings_and_rejects_unknown_keys():
+    assert build_model({"mixer": "mamba2", "d_model": 16, "vocab_size": 8}).cfg.mixer == "mamba2"
+    with pytest.raises(ValueError, match="no field.*d_modle"):
+        build_model({"d_modle": 16})
+
+
+def test_omegaconf_structured_config_round_trip():
+    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.from_dotlist(["mixer=log_linear_mamba2", "d_model=32"]))
+    model = build_model(cfg)
+    assert model.cfg == ModelConfig(mixer="log_linear_mamba2", d_model=32)
+    with pytest.raises(ValueError, match="ModelConfig.mixer"):
+        build_model(OmegaConf.merge(cfg, {"mixer": "nope"}))
+
+
+def test_default_heads():
+    heads = lambda mixer, d: ModelConfig(mixer=mixer, d_model=d).heads  # noqa: E731
+    assert [heads("gated_deltanet", d) for d in (16, 32, 64, 256, 512)] == [1, 2, 2, 2, 4]
+    assert [heads("attention", d) for d in (16, 64, 128, 512)] == [1, 1, 2, 8]
+    assert ModelConfig(mixer="mamba2", d_model=64).mamba2_heads == 8  # expand 2, head dim 16
