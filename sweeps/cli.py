@@ -1,0 +1,161 @@
+"""`loglinear sweep run | report | wandb`: grids of runs from a spec (configs/sweeps/*.yaml; format in sweeps/spec.py)."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loglinear.sweeps.config import ConfigError
+
+if TYPE_CHECKING:
+    from loglinear.sweeps.spec import Run, SweepSpec
+
+DESCRIPTION = """\
+Grids of `loglinear train` runs. A spec (YAML: name, base, grid, zip; shipped ones in configs/sweeps/)
+expands into runs with stable ids; each run lives in OUT/runs/<run_id> (OUT defaults to
+sweeps_out/<name>). Rerunning a sweep skips finished runs and resumes interrupted ones.
+
+  loglinear sweep run configs/sweeps/demo_cpu.yaml             # run locally, then print the table
+  loglinear sweep run SPEC --dry-run                           # list the runs
+  loglinear sweep run SPEC --launcher submitit --executor slurm_partition=gpu   # Slurm job array
+  loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
+  loglinear sweep report sweeps_out/demo_cpu                   # results.csv, table.md, plots
+
+Exit status: 0 all runs finished, 1 some run failed or did not finish, 2 bad spec or usage, 130 interrupted.
+"""
+
+
+def sweep_main(argv: Sequence[str]) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(list(argv))
+    except SystemExit as e:  # --help, or a usage error (argparse has printed it)
+        return int(e.code or 0)
+    try:
+        return args.command(args)
+    except (ConfigError, FileNotFoundError) as e:
+        print(f"loglinear sweep: error: {e}", file=sys.stderr)
+        return 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loglinear sweep", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="name", required=True, metavar="{run,report,wandb}")
+
+    run = commands.add_parser("run", help="run a sweep (skips finished runs, resumes interrupted ones), then report")
+    run.add_argument("spec", help="sweep spec YAML (e.g. configs/sweeps/demo_cpu.yaml)")
+    run.add_argument("--out", help="output folder (default: sweeps_out/<name>)")
+    run.add_argument("--workers", type=_positive_int, help="runs at a time (default: one per GPU, else one per CPU core); "
+                     "with submitit: the array's parallelism")
+    run.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
+    run.add_argument("--launcher", choices=("local", "submitit"), default="local",
+                     help="local processes (default), or a Slurm job array through submitit")
+    run.add_argument("--executor", action="append", default=[], metavar="KEY=VALUE",
+                     help="submitit AutoExecutor parameter (repeatable), e.g. slurm_partition=gpu timeout_min=600 "
+                          "cpus_per_task=8 gpus_per_node=1, or cluster=local")
+    run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.set_defaults(command=_run)
+
+    report = commands.add_parser("report", help="write results.csv, table.md and plots of a sweep folder")
+    report.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
+    report.set_defaults(command=_report)
+
+    wandb = commands.add_parser("wandb", help="write a wandb sweep file whose runs are `loglinear train` commands")
+    wandb.add_argument("spec", help="sweep spec YAML")
+    wandb.add_argument("--out", help="output folder of the runs (default: sweeps_out/<name>)")
+    wandb.set_defaults(command=_wandb)
+    return parser
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _run(args: argparse.Namespace) -> int:
+    from loglinear.sweeps.manifest import default_out, write_manifest
+    from loglinear.sweeps.progress import Progress
+    from loglinear.sweeps.spec import expand, load_spec
+    from loglinear.sweeps.train import FINISHED
+
+    spec = load_spec(args.spec)
+    runs = expand(spec)
+    out = Path(args.out) if args.out else default_out(spec)
+    if args.dry_run:
+        _print_plan(spec, runs, out)
+        return 0
+    from loglinear.sweeps.runner import exclusive, run_local
+
+    progress = Progress(spec.name, enabled=not args.quiet)
+    with exclusive(out):
+        write_manifest(out, spec, runs)
+        if args.launcher == "submitit":
+            from loglinear.sweeps.launchers import parse_executor_args, submit_array
+
+            outcome = submit_array(runs, out, spec.name, args.workers, parse_executor_args(args.executor), progress)
+        else:
+            outcome = run_local(runs, out, args.workers, progress)
+    unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
+    if outcome.interrupted:
+        if args.launcher == "local":
+            print(f"loglinear sweep: interrupted with {len(unfinished)} of {len(runs)} runs unfinished; resume with: "
+                  f"loglinear sweep run {subprocess.list2cmdline([args.spec, '--out', str(out)])}", file=sys.stderr)
+        return 130
+    _print_report(out)
+    if unfinished:
+        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish (see {out}/table.md)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    _print_report(Path(args.dir))
+    return 0
+
+
+def _print_report(out: Path) -> None:
+    """Write the report; the tables go to stdout, the list of files to stderr."""
+    from loglinear.sweeps.report import write_report
+
+    report = write_report(out)
+    print(report.table)
+    print(f"wrote {', '.join(str(p) for p in report.written)}", file=sys.stderr)
+    for name, reason in report.skipped.items():
+        print(f"skipped {name}: {reason}", file=sys.stderr)
+
+
+def _wandb(args: argparse.Namespace) -> int:
+    from loglinear.sweeps.launchers import write_wandb_sweep
+    from loglinear.sweeps.manifest import default_out, write_manifest
+    from loglinear.sweeps.spec import expand, load_spec
+
+    spec = load_spec(args.spec)
+    runs = expand(spec)
+    out = Path(args.out) if args.out else default_out(spec)
+    path = write_wandb_sweep(spec, out)
+    write_manifest(out, spec, runs)
+    print(f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). Start the sweep, then one agent per GPU or machine, "
+          f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
+          f"When they are done: loglinear sweep report {out}")
+    return 0
+
+
+def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
+    """The runs of a sweep with their ids, status and varied values, and the command each one is."""
+    from loglinear.sweeps.manifest import run_dir, status_of
+    from loglinear.sweeps.spec import describe
+    from loglinear.sweeps.train import FINISHED
+
+    statuses = [status_of(run_dir(out, r.run_id)) for r in runs]
+    shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
+    print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished")
+    print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
+    for run, status in zip(runs, statuses):
+        print(f"{run.run_id}  {status:<13}  {describe(run.point)}")

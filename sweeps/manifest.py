@@ -1,0 +1,80 @@
+"""A sweep's output folder: `manifest.json` (the runs it expects), `runs/<run_id>/` (one folder per run).
+
+The manifest is written before any run starts, by every launcher, so the report knows which runs
+are missing; each run folder is what `loglinear train` writes (config.yaml, result.json, ...) plus
+`train.log`, the output of its process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from loglinear.sweeps.spec import Run, SweepSpec
+from loglinear.sweeps.train import FINISHED, read_result, write_json_atomic
+
+MANIFEST = "manifest.json"
+RUNS = "runs"
+CONFIG = "config.yaml"
+RESULT = "result.json"
+LOG = "train.log"
+
+
+def default_out(spec: SweepSpec) -> Path:
+    return Path("sweeps_out") / spec.name
+
+
+def run_dir(out: Path, run_id: str) -> Path:
+    return out / RUNS / run_id
+
+
+def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
+    """Record the sweep and every run it expects (id, varied values, `loglinear train` arguments, config)."""
+    path = out / MANIFEST
+    write_json_atomic(path, {
+        "name": spec.name,
+        "spec": str(spec.path.resolve()) if spec.path else None,
+        "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "varied_keys": spec.varied_keys,
+        "zip": [list(group) for group in spec.zip],
+        "runs": [
+            {"id": r.run_id, "dir": f"{RUNS}/{r.run_id}", "point": r.point, "args": r.args, "config": _config(r)}
+            for r in runs
+        ],
+    })
+    return path
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    path = out / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: {out} is not a sweep folder (run `loglinear sweep run SPEC --out {out}`)")
+    return json.loads(path.read_text())
+
+
+def status_of(directory: Path) -> str:
+    """A run's status: its result's (early_stopped, max_steps, diverged, failed), else `pending`."""
+    result = result_of(directory)
+    return result.get("status", "failed") if result else "pending"
+
+
+def is_finished(directory: Path) -> bool:
+    return status_of(directory) in FINISHED
+
+
+def result_of(directory: Path) -> dict[str, Any]:
+    """The run's result.json, or {} when it has none (an unreadable file counts as none: the run is redone)."""
+    try:
+        return read_result(directory) or {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _config(run: Run) -> dict[str, Any]:
+    """The resolved configuration without `out_dir` (the run's folder says where it is)."""
+    config = dataclasses.asdict(run.config)
+    config.pop("out_dir", None)
+    return config

@@ -1,0 +1,156 @@
+"""The sweep's PNG plots (matplotlib's object API with the Agg canvas: no pyplot, no global state).
+
+Each plot uses, per table cell, the runs at the cell's chosen learning rate (see `results`); a plot
+whose data the sweep does not have is skipped, with the reason.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Union
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from loglinear.sweeps.results import THRESHOLD, Cell, Sweep, best_lr_cells, lookup, mean_std, slice_values
+from loglinear.sweeps.train import FINISHED
+
+Cells = dict[tuple[tuple[str, ...], int], Cell]
+Drawing = Union[Figure, str]
+"""A figure, or why there is none."""
+
+
+def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
+    """Write every plot the sweep has data for; returns the files written and {plot: reason} for the others."""
+    cells: Cells = best_lr_cells(sweep.records, lambda r: (r.row, r.d_model))  # type: ignore[assignment]
+    written, skipped = [], {}
+    for name, draw in PLOTS.items():
+        drawing = draw(cells)
+        if isinstance(drawing, str):
+            skipped[name] = drawing
+            continue
+        FigureCanvasAgg(drawing)
+        drawing.savefig(out / name, dpi=120, bbox_inches="tight")
+        written.append(out / name)
+    return written, skipped
+
+
+def acc_vs_d_model(cells: Cells) -> Drawing:
+    series = _series(cells, lambda cell: cell.values)
+    if not series:
+        return "no run finished"
+    fig, (ax,) = _panels(1)
+    for label, points in series.items():
+        _errorbar(ax, label, points)
+    _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
+    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_ylim(0, 101)
+    ax.set_title("Accuracy vs model dimension (mean ± std over seeds, best learning rate)")
+    return _finish(fig, [ax])
+
+
+def mqar_acc_vs_kv_pairs(cells: Cells) -> Drawing:
+    return _slice_plot(cells, "test/acc/num_kv_pairs=", "number of key-value pairs", mqar=True,
+                       missing="no MQAR test accuracy per number of key-value pairs (test/acc/num_kv_pairs=...)")
+
+
+def acc_vs_seq_len(cells: Cells) -> Drawing:
+    return _slice_plot(cells, "test/acc/seq_len=", "test sequence length", mqar=False,
+                       missing="no state-tracking test accuracy per sequence length (test/acc/seq_len=...)")
+
+
+def steps_to_threshold(cells: Cells) -> Drawing:
+    def steps(cell: Cell) -> list[float]:
+        return [float(r.result["steps_to_threshold"]) for r in cell.runs if r.result.get("steps_to_threshold") is not None]
+
+    series = _series(cells, steps, scale=1.0)
+    if not series:
+        return f"no run reached {100 * THRESHOLD:.0f}% validation accuracy"
+    fig, (ax,) = _panels(1)
+    for label, points in series.items():
+        _errorbar(ax, label, points)
+    _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
+    ax.set_ylabel(f"steps to {100 * THRESHOLD:.0f}% validation accuracy")
+    ax.set_title("Training steps to the threshold (runs that reached it, best learning rate)")
+    return _finish(fig, [ax])
+
+
+def _slice_plot(cells: Cells, prefix: str, xlabel: str, mqar: bool, missing: str) -> Drawing:
+    """One panel per (task, d_model), one line per table row: mean ± std over seeds of a test slice metric."""
+    panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
+    train_length: dict[tuple[str, int], int] = {}
+    for (row, d_model), cell in cells.items():
+        runs = [r for r in cell.runs if r.status in FINISHED and (r.task == "mqar") == mqar]
+        values = slice_values(runs, prefix)
+        if not values:
+            continue
+        panel = (runs[0].task, d_model)
+        panels.setdefault(panel, {})[" / ".join(row)] = [(float(x), [100 * a for a in v]) for x, v in values.items()]
+        length = lookup(runs[0].config, "data.task_args.seq_len")
+        if not mqar and isinstance(length, int):
+            train_length[panel] = length
+    if not panels:
+        return missing
+    fig, axes = _panels(len(panels))
+    for ax, (panel, series) in zip(axes, sorted(panels.items())):
+        for label, points in series.items():
+            _errorbar(ax, label, points)
+        _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
+        if panel in train_length:
+            ax.axvline(train_length[panel], color="gray", linestyle="--", label=f"train length {train_length[panel]}")
+        ax.set_title(f"{panel[0]}, d_model {panel[1]}")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(0, 101)
+    return _finish(fig, axes)
+
+
+def _series(cells: Cells, values_of: Callable[[Cell], list[float]], scale: float = 100.0) -> dict[str, list[tuple[float, list[float]]]]:
+    """{row label: [(d_model, values)]} over the cells that have values."""
+    series: dict[str, list[tuple[float, list[float]]]] = {}
+    for (row, d_model), cell in sorted(cells.items(), key=lambda item: item[0][1]):
+        values = values_of(cell)
+        if values:
+            series.setdefault(" / ".join(row), []).append((float(d_model), [scale * v for v in values]))
+    return series
+
+
+def _errorbar(ax, label: str, points: list[tuple[float, list[float]]]) -> None:
+    stats = [mean_std(values) for _, values in points]
+    ax.errorbar([x for x, _ in points], [m for m, _ in stats], yerr=[s or 0.0 for _, s in stats],
+                marker="o", capsize=3, label=label)
+
+
+def _log2_axis(ax, ticks: list[float], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks])
+    ax.set_xlabel(label)
+
+
+def _panels(n: int) -> tuple[Figure, list]:
+    cols = min(n, 3)
+    rows = math.ceil(n / cols)
+    fig = Figure(figsize=(6 * cols, 4.2 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
+
+
+def _finish(fig: Figure, axes: list) -> Figure:
+    for ax in axes:
+        ax.grid(True, alpha=0.3)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))), fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+PLOTS: dict[str, Callable[[Cells], Drawing]] = {
+    "acc_vs_d_model.png": acc_vs_d_model,
+    "mqar_acc_vs_kv_pairs.png": mqar_acc_vs_kv_pairs,
+    "acc_vs_seq_len.png": acc_vs_seq_len,
+    "steps_to_threshold.png": steps_to_threshold,
+}

@@ -1,0 +1,127 @@
+"""The local runner: worker environments, a tiny sweep end to end with failing runs isolated, and a sweep
+killed mid-run that resumes without redoing finished runs."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from loglinear.sweeps.cli import sweep_main
+from loglinear.sweeps.progress import Progress, eta_seconds
+from loglinear.sweeps.runner import exclusive, worker_envs
+from loglinear.sweeps.spec import expand, load_spec
+
+from .sweep_helpers import write_spec
+
+CRASH_HOOK = """\
+import os, sys
+if os.environ.get("CRASH_RUN") and any(os.environ["CRASH_RUN"] in a for a in sys.argv):
+    os._exit(3)
+"""
+
+
+def test_workers_share_cores_and_gpus():
+    cpu = worker_envs(None, runs=10, gpus=[], cores=8)
+    assert len(cpu) == 8 and {e["OMP_NUM_THREADS"] for e in cpu} == {"1"}
+    assert all("CUDA_VISIBLE_DEVICES" not in e for e in cpu)
+    two = worker_envs(2, runs=10, gpus=[], cores=8)
+    assert [e["OMP_NUM_THREADS"] for e in two] == ["4", "4"] == [e["MKL_NUM_THREADS"] for e in two]
+    assert len(worker_envs(None, runs=3, gpus=[], cores=8)) == 3
+    gpus = worker_envs(None, runs=10, gpus=["2", "5"], cores=16)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in gpus] == ["2", "5"] and gpus[0]["OMP_NUM_THREADS"] == "8"
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in worker_envs(3, runs=10, gpus=["0", "1"], cores=6)] == ["0", "1", "0"]
+    assert {e["OMP_NUM_THREADS"] for e in worker_envs(2, runs=10, gpus=[], cores=8, threads="1")} == {"1"}
+
+
+def test_progress_line_counts_runs_and_estimates_the_time_left():
+    stream = io.StringIO()
+    progress = Progress("demo", stream=stream)
+    statuses = ["early_stopped", "max_steps", "diverged", "failed", "running", "pending"]
+    # mean of finished runs 150 s: 150 for the pending run + 100 left of the running one, over 2 workers
+    progress.update(statuses, eta_seconds([100.0, 200.0], pending=1, running_elapsed=[50.0], workers=2))
+    progress.update(statuses, 1.0)  # same counts: no new line off a terminal
+    assert stream.getvalue() == "[demo] done 2, diverged 1, failed 1, running 1, pending 1 / total 6, ETA 2m05s\n"
+    assert eta_seconds([], pending=3, running_elapsed=[], workers=2) is None
+
+
+def test_tiny_sweep_isolates_failing_runs_and_reports(tmp_path, monkeypatch, capsys):
+    """Four runs, two workers: two finish, one fails inside `loglinear train` (an invalid precision, found
+    only when training starts), one process dies without a result. The sweep reports all four."""
+    spec_path = write_spec(tmp_path, {}, zip_groups=[{
+        "model.mixer": ["attention", "mamba2", "attention", "attention"],
+        "train.precision": ["32-true", "32-true", "bogus", "32-true"],
+        "train.seed": [0, 0, 0, 1],
+    }])
+    runs = expand(load_spec(spec_path))
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(CRASH_HOOK)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("CRASH_RUN", runs[3].run_id)
+    out = tmp_path / "out"
+
+    assert sweep_main(["run", str(spec_path), "--out", str(out), "--workers", "2"]) == 1
+    captured = capsys.readouterr()
+
+    statuses = [json.loads((out / "runs" / r.run_id / "result.json").read_text()) for r in runs]
+    assert [s["status"] for s in statuses[:2]] == ["max_steps", "max_steps"]
+    assert statuses[2]["status"] == "failed" and "Precision 'bogus'" in statuses[2]["error"]
+    assert statuses[3]["status"] == "failed" and "status 3" in statuses[3]["error"]
+    assert "failed 2, running 0, pending 0 / total 4" in captured.err
+    table = (out / "table.md").read_text()
+    assert table in captured.out
+    assert "[1/3] |" in table.split("| Transformer |")[1].splitlines()[0]  # 3 attention runs share a cell (zipped with the seed)
+    assert "| Mamba-2 |" in table
+    missing = table.split("## Missing or failed runs")[1]
+    assert runs[2].run_id in missing and runs[3].run_id in missing and runs[0].run_id not in missing
+    for name in ("acc_vs_d_model.png", "mqar_acc_vs_kv_pairs.png", "results.csv"):
+        assert (out / name).is_file()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert [r["id"] for r in manifest["runs"]] == [r.run_id for r in runs]
+
+
+def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
+    spec_path = write_spec(tmp_path, {"train.seed": [0, 1, 2]}, **{"train.max_steps": 200, "train.val_every": 10,
+                                                                            "train.early_stop_threshold": None})
+    first, second, third = [tmp_path / "out" / "runs" / r.run_id for r in expand(load_spec(spec_path))]
+    command = [sys.executable, "-m", "loglinear", "sweep", "run", str(spec_path), "--out", str(tmp_path / "out")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread, whatever else runs on the machine
+    sweep = subprocess.Popen([*command, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while not ((first / "result.json").is_file() and (second / "last.ckpt").is_file()):
+            assert sweep.poll() is None and time.monotonic() < deadline, "the sweep ended before the second run saved"
+            time.sleep(0.05)
+        sweep.send_signal(signal.SIGINT)
+        _, err = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+    assert sweep.returncode == 130, err
+    assert "resume with: loglinear sweep run" in err
+    assert (second / "last.ckpt").is_file() and not (second / "result.json").exists()
+    assert not (third / "result.json").exists()
+    finished_at = (first / "result.json").stat().st_mtime_ns
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (first / "result.json").stat().st_mtime_ns == finished_at
+    assert (first / "train.log").read_text().count("=== ") == 1
+    assert (second / "train.log").read_text().count("=== ") == 2
+    for run in (first, second, third):
+        result = json.loads((run / "result.json").read_text())
+        assert result["status"] in ("early_stopped", "max_steps")
+
+
+def test_a_second_runner_on_the_same_folder_is_refused(tmp_path, capsys):
+    spec_path = write_spec(tmp_path, {"train.seed": [0]})
+    out = tmp_path / "out"
+    with exclusive(out):
+        assert sweep_main(["run", str(spec_path), "--out", str(out)]) == 2
+    assert "another `loglinear sweep run` is running" in capsys.readouterr().err
+    assert not (out / "runs").exists()

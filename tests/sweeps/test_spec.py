@@ -1,0 +1,164 @@
+"""Sweep specs: validation errors, cartesian expansion with zip groups, stable run ids, dry runs, shipped specs."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import subprocess
+import sys
+
+import pytest
+from omegaconf import OmegaConf
+
+from loglinear.sweeps.cli import sweep_main
+from loglinear.sweeps.config import CONFIGS_DIR, resolve, to_yaml
+from loglinear.sweeps.spec import SpecError, SweepSpec, expand, load_spec, override, parse_spec, points
+
+from .sweep_helpers import TINY_BASE, write_spec
+
+SHIPPED = sorted((CONFIGS_DIR / "sweeps").glob("*.yaml"))
+
+
+def spec_of(grid=None, zip_groups=None, **base) -> SweepSpec:
+    """A parsed spec on the tiny base (without the keys the grid and zip vary)."""
+    varied = set(grid or {}) | {k for group in zip_groups or [] for k in group}
+    raw = {"name": "t", "base": {k: v for k, v in {**TINY_BASE, **base}.items() if k not in varied}, "grid": grid or {}}
+    if zip_groups:
+        raw["zip"] = zip_groups
+    return parse_spec(raw)
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"name": "t", "grid": {}, "seeds": [1]}, ["unknown key 'seeds'"]),
+    ({"name": "a b"}, ["name"]),
+    ({"name": "t", "grid": {"train.lr": 0.1}}, ["grid.train.lr", "list"]),
+    ({"name": "t", "grid": {"train.lr": []}}, ["grid.train.lr", "non-empty"]),
+    ({"name": "t", "zip": [{"model.d_model": [16, 32], "model.n_heads": [1]}]}, ["zip[0]", "equal lengths"]),
+    ({"name": "t", "grid": {"train.lr": [0.1]}, "zip": [{"train.lr": [0.1]}]}, ["train.lr", "twice"]),
+    ({"name": "t", "grid": {"data": ["data/parity.yaml"], "data.seed": [0]}}, ["overlap"]),
+    ({"name": "t", "base": {"out_dir": "x"}}, ["base.out_dir"]),
+    ({"name": "t", "base": {"preset": "no_such_preset.yaml"}}, ["no_such_preset.yaml", "not found"]),
+])
+def test_bad_specs_fail_with_one_line_naming_the_key(raw, words):
+    with pytest.raises(SpecError) as error:
+        parse_spec(raw)
+    message = str(error.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_typo_in_the_grid_fails_the_whole_sweep_before_any_run():
+    spec = spec_of(grid={"model.mixer": ["attention", "mamba2"], "model.d_modle": [16]})
+    with pytest.raises(SpecError, match=r"model\.d_modle") as error:
+        expand(spec)
+    assert "\n" not in str(error.value)
+    with pytest.raises(SpecError, match="mamba3"):
+        expand(spec_of(grid={"model.mixer": ["attention", "mamba3"]}))
+
+
+def test_expansion_is_the_cartesian_product_times_the_zip_rows():
+    spec = spec_of(
+        grid={"model.mixer": ["attention", "mamba2"], "train.lr": [1.0e-3, 3.0e-3, 1.0e-2]},
+        zip_groups=[{"model.d_model": [16, 32], "model.n_heads": [1, 2]}],
+    )
+    runs = expand(spec)
+    assert len(runs) == 2 * 3 * 2
+    assert len({r.run_id for r in runs}) == len(runs)
+    expected = itertools.product(["attention", "mamba2"], [1.0e-3, 3.0e-3, 1.0e-2], [(16, 1), (32, 2)])
+    for run, (mixer, lr, (d_model, heads)) in zip(runs, expected):
+        assert run.point == {"model.mixer": mixer, "train.lr": lr, "model.d_model": d_model, "model.n_heads": heads}
+        cfg = run.config
+        assert (cfg.model.mixer, cfg.train.lr, cfg.model.d_model, cfg.model.n_heads) == (mixer, lr, d_model, heads)
+        assert run.args[-4:] == [override(k, v) for k, v in run.point.items()]
+
+
+def test_run_ids_ignore_key_order_nesting_logger_and_out_dir():
+    flat = spec_of(grid={"train.seed": [0, 1]})
+    nested = parse_spec({
+        "name": "other",
+        "base": {"logger": {"wandb": {"mode": "offline"}, "progress": False}, **dict(reversed(TINY_BASE.items()))},
+        "grid": {"train.seed": [0, 1]},
+    })
+    assert [r.run_id for r in expand(flat)] == [r.run_id for r in expand(nested)]
+    changed = spec_of(grid={"train.seed": [0, 1]}, **{"train.max_steps": 21})
+    assert not {r.run_id for r in expand(changed)} & {r.run_id for r in expand(flat)}
+
+
+def test_run_ids_are_the_same_in_another_process(tmp_path):
+    path = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2"]})
+    here = [r.run_id for r in expand(load_spec(path))]
+    code = ("import sys; from loglinear.sweeps.spec import expand, load_spec; "
+            "print(' '.join(r.run_id for r in expand(load_spec(sys.argv[1]))))")
+    other = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True)
+    assert other.stdout.split() == here
+
+
+@pytest.mark.parametrize("value", [None, True, False, 3, 1.0e-4, 3.0, math.inf, "3", "a b", "it's", "x: y", "{run_id}",
+                                   [4, 8], [{}, {"seq_len": 16}], {"a": None}, ["1e-3", None]])
+def test_overrides_read_back_as_the_same_value(value):
+    text = override("k", value)
+    parsed = OmegaConf.to_container(OmegaConf.from_dotlist([text]))["k"]
+    assert type(parsed) is type(value) and parsed == value
+
+
+def test_group_files_in_the_grid_are_found_beside_the_spec_and_in_configs(tmp_path):
+    (tmp_path / "my_parity.yaml").write_text("task: parity\ntask_args: {seq_len: 8}\nval_size: 16\ntest_size: 16\n")
+    base = {k: v for k, v in TINY_BASE.items() if not k.startswith("data.")}
+    spec = parse_spec({"name": "t", "base": base, "grid": {"data": ["my_parity.yaml", "data/s3.yaml"]}}, tmp_path / "t.yaml")
+    assert spec.grid["data"] == [str((tmp_path / "my_parity.yaml").resolve()), "data/s3.yaml"]
+    assert [r.config.data.task for r in expand(spec)] == ["parity", "s3"]
+
+
+def test_resolved_configs_round_trip_through_yaml():
+    """The runner hands each run its resolved config.yaml; `loglinear train` must read it back unchanged."""
+    for run in expand(spec_of(grid={"model.mixer": ["attention", "log_linear_gated_deltanet"], "data.task_args.num_kv_pairs": [1, [1, 2]]})):
+        text = to_yaml(run.config)
+        assert to_yaml(resolve(OmegaConf.create(text))) == text
+
+
+def test_dry_run_lists_the_runs_and_a_bad_spec_exits_2(tmp_path, capsys):
+    path = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2"], "train.seed": [0, 1]})
+    assert sweep_main(["run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    ids = [r.run_id for r in expand(load_spec(path))]
+    assert "4 runs, 0 finished" in out
+    for rid in ids:
+        assert rid in out
+    assert "model.mixer=mamba2 train.seed=1" in out
+    assert not (tmp_path / "out").exists()
+
+    bad = write_spec(tmp_path, {"model.d_modle": [16]}, name="bad")
+    assert sweep_main(["run", str(bad), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "model.d_modle" in err
+
+
+def diagonal(spec: SweepSpec) -> SweepSpec:
+    """A spec whose runs take every value of every varied key (run i takes value i mod n of each axis)."""
+    axes = [[{k: v} for v in vs] for k, vs in spec.grid.items()]
+    axes += [[dict(zip(group, row)) for row in zip(*group.values())] for group in spec.zip]
+    columns: dict[str, list] = {}
+    for i in range(max(len(axis) for axis in axes)):
+        for axis in axes:
+            for key, value in axis[i % len(axis)].items():
+                columns.setdefault(key, []).append(value)
+    return dataclasses.replace(spec, grid={}, zip=[columns])
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.stem for p in SHIPPED])
+def test_shipped_specs_resolve_every_value(path):
+    spec = load_spec(path)
+    assert spec.name == path.stem
+    runs = expand(diagonal(spec))
+    assert len(runs) == len(next(iter(diagonal(spec).zip[0].values())))
+
+
+def test_shipped_spec_sizes():
+    sizes = {p.stem: sum(1 for _ in points(load_spec(p))) for p in SHIPPED}
+    assert sizes["demo_cpu"] == 5
+    assert {"mqar_paper", "mqar_lambda", "state_tracking"} <= set(sizes)
+    paper = load_spec(CONFIGS_DIR / "sweeps" / "mqar_paper.yaml")
+    assert paper.grid["model.d_model"] == [16, 32, 64] and paper.grid["train.seed"] == [0, 1, 2, 3, 4]
+    assert len(paper.grid["model.mixer"]) == 5
