@@ -24,6 +24,7 @@ def train_main(argv: Sequence[str]) -> int:
         return 0
     preset = argv[0] if argv and "=" not in argv[0] else None
     overrides = list(argv[1:] if preset else argv)
+    cfg = None
     try:
         cfg = load_run_config(preset, overrides)
         from loglinear.sweeps.train import train
@@ -33,7 +34,8 @@ def train_main(argv: Sequence[str]) -> int:
         print(f"loglinear train: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"loglinear train: interrupted; rerun the same command to resume from {cfg.out_dir}/last.ckpt", file=sys.stderr)
+        where = f" from {cfg.out_dir}" if cfg is not None else ""
+        print(f"loglinear train: interrupted; rerun the same command to resume{where}", file=sys.stderr)
         return 130
     except Exception as e:  # recorded in result.json as status "failed"
         print(f"loglinear train: failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", file=sys.stderr)

@@ -92,10 +92,12 @@ def user_config(preset: Optional[str | Path], overrides: Sequence[str] = (), bas
             cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.load(path), path.parent))
         if base:
             cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.create(dict(base)), None))
-        # whole-group files first (data=configs/data/parity.yaml), then single keys on top of them
+        # whole-group files first, replacing the preset's group (data=data/s5.yaml inherits nothing from
+        # the preset's data), then single keys on top of them
         groups = [o for o in overrides if o.split("=", 1)[0] in GROUPS]
         keys = [o for o in overrides if o not in groups]
-        cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.from_dotlist(groups), None))
+        for group, value in _load_groups(OmegaConf.from_dotlist(groups), None).items():
+            cfg[group] = value
         return OmegaConf.merge(cfg, OmegaConf.from_dotlist(keys))
     except OmegaConfBaseException as e:
         raise ConfigError(_one_line(e)) from None
@@ -126,6 +128,10 @@ def resolve(user: DictConfig) -> RunConfig:
         raise
     except (ValueError, TypeError) as e:
         raise ConfigError(str(e).splitlines()[0]) from None
+    if "{run_id}" in cfg.out_dir:  # a sweep's run folder: out_dir=sweeps_out/<name>/runs/{run_id} (wandb agents)
+        from loglinear.sweeps.spec import run_id
+
+        cfg.out_dir = cfg.out_dir.replace("{run_id}", run_id(cfg))
     if cfg.logger.wandb.mode not in ("offline", "online", "disabled"):
         raise ConfigError(f"logger.wandb.mode must be offline, online or disabled, got {cfg.logger.wandb.mode!r}")
     return cfg

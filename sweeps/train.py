@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
+from omegaconf import OmegaConf
 
 from loglinear.sweeps.config import ConfigError, RunConfig, to_container, to_yaml
 
@@ -67,7 +68,7 @@ def train(cfg: RunConfig) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     text = to_yaml(cfg)
     config_path = out / "config.yaml"
-    if config_path.is_file() and config_path.read_text() != text:
+    if config_path.is_file() and _identity(OmegaConf.to_container(OmegaConf.load(config_path))) != _identity(to_container(cfg)):
         raise ConfigError(f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir")
     previous = read_result(out)
     if previous is not None and previous.get("status") in FINISHED:
@@ -85,6 +86,12 @@ def train(cfg: RunConfig) -> dict[str, Any]:
         raise
     write_json_atomic(out / "result.json", result)
     return result
+
+
+def _identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a run computes: its config without where it lives and how it is logged (a run may move, or be
+    resumed by a wandb agent)."""
+    return {k: v for k, v in config.items() if k not in ("out_dir", "logger")}
 
 
 def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
@@ -195,7 +202,8 @@ def _loggers(cfg: RunConfig, out: Path) -> list[Any]:
         run_id = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:16]  # the same run after a resume
         loggers.append(
             WandbLogger(
-                project=wandb.project, entity=wandb.entity, group=wandb.group, name=out.name, id=run_id,
+                project=wandb.project, entity=wandb.entity, group=wandb.group, name=out.name,
+                id=None if os.environ.get("WANDB_SWEEP_ID") else run_id,  # a wandb agent's run belongs to its sweep
                 save_dir=str(out), mode=wandb.mode, resume="allow", config=to_container(cfg),
             )
         )

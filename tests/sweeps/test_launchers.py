@@ -77,8 +77,6 @@ def test_wandb_agents_write_into_the_runs_folder(wandb_sweep):
     spec_path, out, sweep = wandb_sweep
     first = expand(load_spec(spec_path))[0]
     cfg = agent_config(agent_args(sweep, first.point))
-    if "{run_id}" in cfg.out_dir:
-        pytest.skip("loglinear train does not substitute {run_id} in out_dir yet")
     assert cfg.out_dir == str(out / "runs" / first.run_id)
 
 

@@ -120,3 +120,13 @@ def test_wandb_offline_logs_locally_without_a_server(tmp_path):
     assert train(cfg)["status"] == "max_steps"
     assert time.time() - start < 120
     assert any((tmp_path / "run" / "wandb").glob("offline-run-*"))
+
+
+def test_a_group_file_replaces_the_presets_group(tmp_path):
+    cfg = load_run_config("configs/state_tracking.yaml", ["data=data/mod_arith_brackets.yaml", f"out_dir={tmp_path}"])
+    assert cfg.data.task == "mod_arith_brackets" and "mult" in cfg.data.task_args
+
+
+def test_a_run_moves_between_loggers_without_being_refused(tmp_path):
+    train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
+    assert train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "logger.progress=true"))["step"] == 10
