@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from typing import Callable
 
 import torch
@@ -28,16 +30,40 @@ def _chunk(q, k, v, g, lam, beta, state, out_levels, chunk_size):
     return chunk_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size)
 
 
-IMPLS: dict[str, Impl] = {"naive": _naive, "recurrent": _recurrent, "chunk": _chunk}
-"""Implementations by name; "auto" picks the fastest for the device (chunk until the Triton kernels land)."""
+def _triton(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+    try:
+        from loglinear.kernels.fused.function import fused_log_linear_attn
+    except ImportError as e:
+        raise ImportError(f"impl='triton' needs the triton package (pip install 'loglinear[triton]'): {e}") from e
+    if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        raise ValueError(f"impl='triton' runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); q is on {q.device}")
+    if q.dtype == torch.float64:
+        raise TypeError("impl='triton' computes in float32; float64 inputs need impl='chunk' (or 'naive')")
+    return fused_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size)
 
 
-def _resolve_impl(impl: str, device: torch.device) -> Impl:
+IMPLS: dict[str, Impl] = {"naive": _naive, "recurrent": _recurrent, "chunk": _chunk, "triton": _triton}
+"""Implementations by name; "auto" is "triton" for CUDA tensors (float64 excepted) and "chunk" elsewhere."""
+
+_GQA_NATIVE = {"triton"}  # implementations that read shared q/k heads themselves; the others get them expanded
+
+
+def _triton_available() -> bool:
+    return importlib.util.find_spec("triton") is not None
+
+
+def _resolve_impl(impl: str, q: Tensor) -> str:
     if impl == "auto":
-        return IMPLS["chunk"]
+        on_gpu = isinstance(q, Tensor) and q.is_cuda and q.dtype != torch.float64
+        return "triton" if on_gpu and _triton_available() else "chunk"
     if impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; valid: {', '.join(['auto', *IMPLS])}")
-    return IMPLS[impl]
+    return impl
+
+
+def _expand_qk_heads(x: Tensor, H: int) -> Tensor:
+    """q or k with HK heads (B, [T,] HK, K) -> H heads: v head h reads q/k head h // (H // HK)."""
+    return x if x.shape[-2] == H else x.repeat_interleave(H // x.shape[-2], dim=-2)
 
 
 def _compute_dtype(*xs: Tensor | None) -> torch.dtype:
@@ -67,12 +93,13 @@ def log_linear_attn(
 ) -> tuple[Tensor, LogLinearState | None]:
     """Log-linear attention (shared/SPEC.md section 2): log-linear Mamba-2 (beta None) or Gated DeltaNet.
 
-    q, k (B, T, H, K); v (B, T, H, V); g (B, T, H) log-decays (<= 0); lam (B, T, H, L) level weights
+    q, k (B, T, HK, K) with H a multiple of HK (v head h reads q/k head h // (H // HK)); v (B, T, H, V);
+    g (B, T, H) log-decays (<= 0); lam (B, T, H, L) level weights
     with L >= num_levels(position + T), or None for a single state (plain gated linear attention /
     gated delta rule); beta (B, T, H) or None. Returns o (B, T, H, V) in v's dtype (float32
     accumulation) and the final LogLinearState when `output_final_state`, else None.
     """
-    run = _resolve_impl(impl, q.device if isinstance(q, Tensor) else torch.device("cpu"))
+    name = _resolve_impl(impl, q)
     if not isinstance(chunk_size, int) or chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size must be a power of two >= 1, got {chunk_size!r}")
     check_inputs(q, k, v, g, lam, beta, initial_state, has_time=True)
@@ -80,7 +107,10 @@ def log_linear_attn(
     check_values(q, k, v, g, lam, beta)
 
     dtype = _compute_dtype(q, k, v, g, lam, beta)
-    cast = [None if x is None else x.to(dtype) for x in (q, k, v, g, lam, beta)]
+    if name not in _GQA_NATIVE:
+        q, k = _expand_qk_heads(q, v.shape[2]), _expand_qk_heads(k, v.shape[2])
+    # the fused kernels load their inputs in any float dtype and accumulate in float32 themselves
+    cast = [None if x is None else (x if name in _GQA_NATIVE else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
     in_levels = 1 if initial_state is None else initial_state.levels.shape[2]
     out_levels = 1 if lam is None else max(lam.shape[-1], in_levels)
     state = None
@@ -90,7 +120,7 @@ def log_linear_attn(
             state = _with_levels(state, 1)
     if lam is not None and lam.shape[-1] < out_levels:  # a deeper initial state: its extra levels read weight 0
         cast[4] = torch.nn.functional.pad(cast[4], (0, out_levels - lam.shape[-1]))
-    o, final = run(*cast, state, out_levels, chunk_size)
+    o, final = IMPLS[name](*cast, state, out_levels, chunk_size)
     return o.to(v.dtype), (final if output_final_state else None)
 
 
@@ -106,9 +136,10 @@ def log_linear_attn_step(
     Returns o_t (B, H, V) in v_t's dtype and the next state.
     """
     check_inputs(q_t, k_t, v_t, g_t, lam_t, beta_t, state, has_time=False)
+    q_t, k_t = _expand_qk_heads(q_t, v_t.shape[1]), _expand_qk_heads(k_t, v_t.shape[1])
     dtype = _compute_dtype(q_t, k_t, v_t, g_t, lam_t, beta_t)
     if state is None:
-        B, H, K = q_t.shape
+        B, H, K = q_t.shape[0], v_t.shape[1], q_t.shape[2]
         L = 1 if lam_t is None else lam_t.shape[-1]
         state = LogLinearState.zeros(B, H, L, v_t.shape[-1], K, device=q_t.device, dtype=dtype)
     cast = [None if x is None else x.to(dtype) for x in (q_t, k_t, v_t, g_t, lam_t, beta_t)]

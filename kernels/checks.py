@@ -55,15 +55,21 @@ def check_inputs(
         raise TypeError(f"q must be a torch.Tensor of shape {letters_q}, got {type(q).__name__}")
     if q.dim() != len(letters_q.split(",")):
         raise ValueError(f"q must have shape {letters_q}, got {_fmt(tuple(q.shape))}")
-    lead = tuple(q.shape[:-1])  # (B, T, H) or (B, H)
+    lead_qk = tuple(q.shape[:-1])  # (B, T, HK) or (B, HK): q/k may have fewer heads than v (GQA)
     lead_letters = "B, T, H" if has_time else "B, H"
     if has_time and q.shape[1] < 1:
         raise ValueError(f"q must have at least one time step (T >= 1), got shape {_fmt(tuple(q.shape))}")
     K = q.shape[-1]
     _check_tensor("q", q, tuple(q.shape), letters_q, q.device)
-    _check_tensor("k", k, lead + (K,), f"({lead_letters}, K)", q.device)
+    _check_tensor("k", k, lead_qk + (K,), f"({lead_letters}, K)", q.device)
     if not isinstance(v, Tensor) or v.dim() != q.dim():
-        _check_tensor("v", v, lead + (1,), f"({lead_letters}, V)", q.device)  # raises with the right message
+        _check_tensor("v", v, lead_qk + (1,), f"({lead_letters}, V)", q.device)  # raises with the right message
+    H = v.shape[-2]
+    lead = lead_qk[:-1] + (H,)  # (B, T, H) or (B, H)
+    if H % q.shape[-2]:
+        raise ValueError(
+            f"v has {H} heads, which is not a multiple of q's {q.shape[-2]} (q/k heads are shared by groups of v heads)"
+        )
     V = v.shape[-1]
     _check_tensor("v", v, lead + (V,), f"({lead_letters}, V)", q.device)
     _check_tensor("g", g, lead, f"({lead_letters})", q.device)
@@ -76,7 +82,7 @@ def check_inputs(
     if state is not None:
         if not isinstance(state, LogLinearState):
             raise TypeError(f"state must be a LogLinearState, got {type(state).__name__}")
-        B, H = q.shape[0], q.shape[-2]
+        B = q.shape[0]
         S = state.levels
         if not isinstance(S, Tensor) or S.dim() != 5 or (S.shape[0], S.shape[1], S.shape[3], S.shape[4]) != (B, H, V, K):
             got = _fmt(tuple(S.shape)) if isinstance(S, Tensor) else type(S).__name__

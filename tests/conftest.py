@@ -4,6 +4,10 @@ import pytest
 import torch
 from hypothesis import settings
 
+# Without a GPU the Triton kernels run on CPU tensors in Triton's interpreter; it is read when triton.jit runs.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 # CI must be reproducible: the same examples every run, no wall-clock deadlines on a shared 2-core box.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)

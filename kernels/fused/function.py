@@ -1,0 +1,154 @@
+"""The `impl="triton"` path: the variant's preparation, the fused core (an autograd Function) and the initial state.
+
+1. Preparation per chunk (kernels/chunk.py steps 1-2): G = in-chunk cumulative log decay; the
+   effective queries R, keys Kd and transition (a scalar `a` for Mamba-2, a K x K matrix P for the
+   delta rule); the delta rule also gets its C x C intra matrix A from the `delta_prep` kernels.
+   For Mamba-2, R = exp(G) q, Kd = exp(G_end - G) k and a = exp(G_end) are elementwise torch ops
+   and the intra-chunk scores are formed inside the intra kernel.
+2. Core (`_FusedCore`): intra-chunk kernel + one inter-chunk Fenwick pass, forward and backward in
+   Triton. It covers the call's own tokens and writes their part of the final state.
+3. An initial state's buckets (chunked prefill, continuing a state) are read with torch ops:
+   bucket l at level max(l, bit_length(p_t ^ last)), moved through the chunks' transitions by a
+   prefix product. Autograd differentiates them, the initial state included.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from loglinear.kernels.fenwick import state_bucket_levels
+from loglinear.kernels.fused.common import ChunkLayout
+from loglinear.kernels.fused.intra import intra_backward, intra_forward
+from loglinear.kernels.fused.scan import scan_backward, scan_forward
+from loglinear.kernels.state import LogLinearState
+
+MIN_CHUNK = 16  # tl.dot needs blocks of at least 16
+
+
+class _FusedCore(torch.autograd.Function):
+    """o (B, T, H, V) float32 and the final state (B, H, L, V, K) of the call's tokens from a zero state.
+
+    qk mode (Mamba-2): q, k, G given and A None; A mode (delta rule): A given, q, k, G None.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, G, A, R, Kd, trans, v, lam, layout: ChunkLayout, L: int):
+        o = intra_forward(q, k, G, A, v, lam, layout)
+        final, saved = scan_forward(R, Kd, trans, v, lam, o, L, layout, save=any(ctx.needs_input_grad))
+        Hs, slots, NS = saved
+        ctx.save_for_backward(q, k, G, A, R, Kd, trans, v, lam, Hs, slots)
+        ctx.layout, ctx.L, ctx.NS = layout, L, NS
+        return o, final
+
+    @staticmethod
+    def backward(ctx, do, dfinal):
+        q, k, G, A, R, Kd, trans, v, lam, Hs, slots = ctx.saved_tensors
+        layout, L = ctx.layout, ctx.L
+        do = do.contiguous()
+        dfinal = torch.zeros(v.shape[0], v.shape[2], L, v.shape[3], R.shape[-1], device=v.device) if dfinal is None else dfinal.contiguous()
+        through_A, dv, dlam_intra = intra_backward(q, k, G, A, v, lam, do, layout)
+        dR, dKd, dtrans, dlam_inter = scan_backward(R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout)
+        dq = dk = dG = dA = dlam = None
+        if A is None:
+            dq, dk, dG = through_A
+            dq, dk = _sum_groups(dq, q), _sum_groups(dk, k)
+        else:
+            dA = through_A
+        if lam is not None:
+            dlam = (dlam_intra if dlam_inter.shape[-1] == 0 else torch.cat([dlam_intra, dlam_inter], -1)).to(lam.dtype)
+        return dq, dk, dG, dA, dR, dKd, dtrans, dv.to(v.dtype), dlam, None, None
+
+
+def _sum_groups(d: Tensor, x: Tensor) -> Tensor:
+    """Per v-head gradient (B, T, H, K) -> x's heads (B, T, HK, K): GQA heads share q/k."""
+    B, T, H, K = d.shape
+    return d.reshape(B, T, x.shape[2], H // x.shape[2], K).sum(3).to(x.dtype)
+
+
+def _expand_heads(x: Tensor, H: int) -> Tensor:
+    return x if x.shape[2] == H else x.repeat_interleave(H // x.shape[2], dim=2)
+
+
+def fused_log_linear_attn(
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
+    state: LogLinearState | None, out_levels: int, chunk_size: int,
+) -> tuple[Tensor, LogLinearState]:
+    """The operator on the fused kernels: inputs (B, T, H|HK, *), lam with `out_levels` levels or None."""
+    B, T, H, V = v.shape
+    dev = v.device
+    C = max(MIN_CHUNK, min(chunk_size, 1 << (T - 1).bit_length()))
+    p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
+    layout = ChunkLayout.build(p0, T, C)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    lam = None if lam is None else lam.contiguous()
+
+    # 1. preparation
+    G = layout.chunk_cumsum(g)  # (B, H, N*C)
+    G_end = G.reshape(B, H, layout.N, C)[..., -1]  # (B, H, N)
+    if beta is None:
+        G_tok = layout.from_chunks(G)  # (B, T, H)
+        chunk_of = (torch.arange(T, device=dev)[None, :] + layout.shift[:, None].long()) // C  # (B, T)
+        G_end_tok = G_end.gather(2, chunk_of[:, None, :].expand(-1, H, -1)).transpose(1, 2)  # (B, T, H)
+        R = (G_tok.exp()[..., None] * _expand_heads(q, H).float()).contiguous()  # (B, T, H, K)
+        Kd = ((G_end_tok - G_tok).exp()[..., None] * _expand_heads(k, H).float()).contiguous()  # (B, T, H, K)
+        trans = G_end.exp().contiguous()  # (B, H, N)
+        core_in = (q, k, G.contiguous(), None)
+    else:
+        from loglinear.kernels.fused.delta_prep import delta_prep
+
+        A, R, Kd, trans = delta_prep(q, k, G.contiguous(), beta.contiguous(), layout)
+        core_in = (None, None, None, A)
+
+    # 2. the fused core
+    L = out_levels
+    o, final = _FusedCore.apply(*core_in, R, Kd, trans, v, lam, layout, L)
+
+    # 3. the initial state
+    if state is not None:
+        o_init, final_init = _initial_state_terms(state, R, G_end if beta is None else trans, lam, layout, L)
+        o, final = o + o_init, final + final_init
+    return o, LogLinearState(final, p0 + T)
+
+
+def _initial_state_terms(state: LogLinearState, R: Tensor, trans: Tensor, lam: Tensor | None, layout: ChunkLayout, L: int):
+    """What an initial state adds: to o (B, T, H, V), and to the final state (B, H, L, V, K).
+
+    trans: the chunks' log decays G_end (B, H, N) (Mamba-2) or transitions P (B, H, N, K, K) (delta rule).
+    """
+    E = state.levels  # (B, H, L0, V, K)
+    B, H, L0, V, K = E.shape
+    N, C = layout.N, layout.C
+    # prefix products of the chunk transitions: M_i moves a state from the sequence start to chunk i's start
+    if trans.dim() == 3:
+        before = (trans.cumsum(-1) - trans).exp()  # (B, H, N) decay up to each chunk's start
+        total = trans.sum(-1).exp()[:, :, None, None, None]  # (B, H, 1, 1, 1)
+        Rm = layout.to_chunks(R).reshape(B, H, N, C, K) * before[..., None, None]  # (B, H, N, C, K)
+        moved = E * total
+    else:
+        incl = trans
+        step = 1
+        while step < N:  # Hillis-Steele scan: incl[i] = P_0 ... P_i
+            incl = torch.cat([incl[:, :, :step], incl[:, :, :-step] @ incl[:, :, step:]], dim=2)
+            step *= 2
+        eye = torch.eye(K, dtype=trans.dtype, device=trans.device).expand(B, H, 1, K, K)
+        before = torch.cat([eye, incl[:, :, :-1]], dim=2)  # (B, H, N, K, K)
+        Rm = layout.to_chunks(R).reshape(B, H, N, C, K) @ before.transpose(-1, -2)  # r_t M_i^T
+        moved = E @ incl[:, :, -1:]
+    # bucket l is read at level max(l, bit_length(p_t ^ last)); the final state takes it at that level too
+    t, _ = layout.slot_tokens()
+    pos = layout.first[:, None] * C + t + layout.shift[:, None].long()  # (B, N*C) absolute slot positions
+    if lam is None:
+        W0 = Rm.new_ones(B, H, N, C, L0)
+        into = torch.zeros(B, L0, dtype=torch.int64, device=E.device)
+    else:
+        lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=L - 1)  # (B, N*C, L0)
+        W0 = layout.to_chunks(lam).float().gather(-1, lev[:, None].expand(B, H, -1, -1)).reshape(B, H, N, C, L0)
+        into = state_bucket_levels(state.last_position, (state.position + layout.T - 1)[:, None], L0)[:, 0]
+    RW = (W0[..., None] * Rm[..., None, :]).reshape(B, H, N * C, L0 * K)
+    o = (RW @ E.reshape(B, H, L0, V, K).transpose(-1, -2).reshape(B, H, L0 * K, V))  # (B, H, N*C, V)
+    idx = torch.arange(layout.T, device=E.device)[None, :] + layout.shift[:, None].long()  # (B, T)
+    o = o.gather(2, idx[:, None, :, None].expand(-1, H, -1, V)).transpose(1, 2)  # (B, T, H, V)
+    final = torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, L).to(E.dtype), moved)
+    return o, final
