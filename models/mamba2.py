@@ -73,9 +73,9 @@ class Mamba2(LinearAttentionMixer):
         dt = F.softplus(rest[1] + self.dt_bias)  # (..., H)
         a = -torch.exp(self.A_log) * dt  # log of the unsigned decay, <= 0
         g, sign = signed_log_decay(a) if self.signed_decay else (a, None)
-        heads = (*B.shape[:-1], self.n_heads, self.key_dim)
         v = x.unflatten(-1, (self.n_heads, self.value_dim)) * dt[..., None]
-        return OperatorInputs(q=C.unsqueeze(-2).expand(heads), k=B.unsqueeze(-2).expand(heads), v=v, g=g, sign=sign)
+        # B and C are shared by all heads: one q/k head (GQA), which the fused kernels read without copies
+        return OperatorInputs(q=C.unsqueeze(-2), k=B.unsqueeze(-2), v=v, g=g, sign=sign)
 
     def output(self, o: Tensor, conv_out: Tensor, rest: list[Tensor]) -> Tensor:
         x = conv_out[..., : self.d_inner].unflatten(-1, (self.n_heads, self.value_dim))

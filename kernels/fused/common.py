@@ -49,7 +49,12 @@ def pow2(n: int, minimum: int = 16) -> int:
 
 
 def dot_precision(dtype: torch.dtype) -> str:
-    """tl.dot input precision: exact ("ieee") for float32 inputs, the tensor-core default otherwise."""
+    """tl.dot input precision: exact ("ieee") for float32 inputs, tf32 for half-precision ones.
+
+    Every dot takes float32 operands (half-precision inputs are converted after loading): that keeps
+    one code path, and Triton's interpreter computes bf16 dots wrongly, so the CPU tests could not
+    check a bf16 dot.
+    """
     return "ieee" if dtype == torch.float32 else "tf32"
 
 

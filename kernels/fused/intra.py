@@ -27,8 +27,8 @@ def _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.con
         kk = k0 + tl.arange(0, BK)
         m = valid[:, None] & (kk < K)[None, :]
         rows = ((b * T + t) * HK + hk)[:, None] * K + kk[None, :]
-        qb = tl.load(q_ptr + rows, mask=m, other=0.0)  # (C, BK)
-        kb = tl.load(k_ptr + rows, mask=m, other=0.0)  # (C, BK)
+        qb = tl.load(q_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BK)
+        kb = tl.load(k_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BK)
         S += tl.dot(qb, tl.trans(kb), input_precision=PREC)
     causal = r[:, None] >= r[None, :]
     MS = tl.where(causal, tl.exp(tl.where(causal, G[:, None] - G[None, :], 0.0)), 0.0)  # (C, C)
@@ -70,8 +70,8 @@ def intra_fwd_kernel(
         vv = v0 + tl.arange(0, BV)
         m = valid[:, None] & (vv < V)[None, :]
         rows = ((b * T + t) * H + h)[:, None] * V + vv[None, :]
-        vb = tl.load(v_ptr + rows, mask=m, other=0.0)  # (C, BV)
-        o = tl.dot(A.to(vb.dtype), vb, input_precision=PREC)  # (C, BV)
+        vb = tl.load(v_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BV)
+        o = tl.dot(A, vb, input_precision=PREC)  # (C, BV)
         tl.store(o_ptr + rows, o, mask=m)
 
 
