@@ -52,10 +52,14 @@ def _triton_available() -> bool:
     return importlib.util.find_spec("triton") is not None
 
 
-def _resolve_impl(impl: str, q: Tensor) -> str:
+def _resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None) -> str:
     if impl == "auto":
         on_gpu = isinstance(q, Tensor) and q.is_cuda and q.dtype != torch.float64
-        return "triton" if on_gpu and _triton_available() else "chunk"
+        if not (on_gpu and _triton_available()):
+            return "chunk"
+        from loglinear.kernels.fused.delta_prep import MAX_K
+
+        return "chunk" if beta is not None and q.shape[-1] > MAX_K else "triton"
     if impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; valid: {', '.join(['auto', *IMPLS])}")
     return impl
@@ -99,7 +103,7 @@ def log_linear_attn(
     gated delta rule); beta (B, T, H) or None. Returns o (B, T, H, V) in v's dtype (float32
     accumulation) and the final LogLinearState when `output_final_state`, else None.
     """
-    name = _resolve_impl(impl, q)
+    name = _resolve_impl(impl, q, beta)
     if not isinstance(chunk_size, int) or chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size must be a power of two >= 1, got {chunk_size!r}")
     check_inputs(q, k, v, g, lam, beta, initial_state, has_time=True)

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
 from loglinear.kernels.fused.common import ChunkLayout
+from loglinear.kernels.fused.delta_prep import MAX_C, MAX_K, delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
 from loglinear.kernels.state import LogLinearState
@@ -78,6 +79,10 @@ def fused_log_linear_attn(
     """The operator on the fused kernels: inputs (B, T, H|HK, *), lam with `out_levels` levels or None."""
     B, T, H, V = v.shape
     dev = v.device
+    if beta is not None:
+        if q.shape[-1] > MAX_K:
+            raise ValueError(f"impl='triton' with beta supports K <= {MAX_K}, got K={q.shape[-1]}; use impl='chunk'")
+        chunk_size = min(chunk_size, MAX_C)
     C = max(MIN_CHUNK, min(chunk_size, 1 << (T - 1).bit_length()))
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
     layout = ChunkLayout.build(p0, T, C)
@@ -96,8 +101,6 @@ def fused_log_linear_attn(
         trans = G_end.exp().contiguous()  # (B, H, N)
         core_in = (q, k, G.contiguous(), None)
     else:
-        from loglinear.kernels.fused.delta_prep import delta_prep
-
         A, R, Kd, trans = delta_prep(q, k, G.contiguous(), beta.contiguous(), layout)
         core_in = (None, None, None, A)
 

@@ -26,7 +26,7 @@ def _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.con
     for k0 in range(0, K, BK):
         kk = k0 + tl.arange(0, BK)
         m = valid[:, None] & (kk < K)[None, :]
-        rows = ((b * T + t) * HK + hk)[:, None] * K + kk[None, :]
+        rows = ((b * T + t).to(tl.int64) * HK + hk)[:, None] * K + kk[None, :]
         qb = tl.load(q_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BK)
         kb = tl.load(k_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BK)
         S += tl.dot(qb, tl.trans(kb), input_precision=PREC)
@@ -42,7 +42,7 @@ def _lam_mask(lam_ptr, b, h, t, valid, T, H, L, NL, C: tl.constexpr):
     lev = tl.minimum(level_of(r[:, None] ^ r[None, :]), L - 1)  # (C, C)
     M = tl.zeros((C, C), dtype=tl.float32)
     for l in range(0, NL):
-        lam_l = tl.load(lam_ptr + ((b * T + t) * H + h) * L + l, mask=valid, other=0.0).to(tl.float32)  # (C,)
+        lam_l = tl.load(lam_ptr + ((b * T + t).to(tl.int64) * H + h) * L + l, mask=valid, other=0.0).to(tl.float32)  # (C,)
         M = tl.where(lev == l, lam_l[:, None], M)
     return M, lev
 
@@ -62,14 +62,14 @@ def intra_fwd_kernel(
     if QK_MODE:
         A, _ = _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, PREC)
     else:
-        A = tl.load(A_ptr + ((bh * N + i) * C + r[:, None]) * C + r[None, :])  # (C, C)
+        A = tl.load(A_ptr + ((bh * N + i).to(tl.int64) * C + r[:, None]) * C + r[None, :])  # (C, C)
     if HAS_LAM:
         M, _ = _lam_mask(lam_ptr, b, h, t, valid, T, H, L, NL, C)
         A = A * M
     for v0 in range(0, V, BV):
         vv = v0 + tl.arange(0, BV)
         m = valid[:, None] & (vv < V)[None, :]
-        rows = ((b * T + t) * H + h)[:, None] * V + vv[None, :]
+        rows = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
         vb = tl.load(v_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BV)
         o = tl.dot(A, vb, input_precision=PREC)  # (C, BV)
         tl.store(o_ptr + rows, o, mask=m)
@@ -95,13 +95,13 @@ def intra_bwd_kernel(
     if QK_MODE:
         A, MS = _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, PREC)
     else:
-        A = tl.load(A_ptr + ((bh * N + i) * C + r[:, None]) * C + r[None, :])  # (C, C)
+        A = tl.load(A_ptr + ((bh * N + i).to(tl.int64) * C + r[:, None]) * C + r[None, :])  # (C, C)
     # 1. dP = dO V^T (C, C)
     dP = tl.zeros((C, C), dtype=tl.float32)
     for v0 in range(0, V, BV):
         vv = v0 + tl.arange(0, BV)
         m = valid[:, None] & (vv < V)[None, :]
-        rows = ((b * T + t) * H + h)[:, None] * V + vv[None, :]
+        rows = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
         vb = tl.load(v_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BV)
         dob = tl.load(do_ptr + rows, mask=m, other=0.0)  # (C, BV)
         dP += tl.dot(dob, tl.trans(vb), input_precision=PREC)
@@ -115,12 +115,12 @@ def intra_bwd_kernel(
         W = dP * A
         for l in range(0, NL):
             dl = tl.sum(tl.where(lev == l, W, 0.0), axis=1)  # (C,)
-            tl.store(dlam_ptr + ((b * T + t) * H + h) * NL + l, dl, mask=valid)
+            tl.store(dlam_ptr + ((b * T + t).to(tl.int64) * H + h) * NL + l, dl, mask=valid)
     # 3. dv = (A ⊙ M)^T dO
     for v0 in range(0, V, BV):
         vv = v0 + tl.arange(0, BV)
         m = valid[:, None] & (vv < V)[None, :]
-        rows = ((b * T + t) * H + h)[:, None] * V + vv[None, :]
+        rows = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
         dob = tl.load(do_ptr + rows, mask=m, other=0.0)  # (C, BV)
         tl.store(dv_ptr + rows, tl.dot(tl.trans(AM), dob, input_precision=PREC), mask=m)
     # 4. back through A: into q, k and G (qk mode), or out as dA
@@ -133,14 +133,14 @@ def intra_bwd_kernel(
         for k0 in range(0, K, BK):
             kk = k0 + tl.arange(0, BK)
             m = valid[:, None] & (kk < K)[None, :]
-            src = ((b * T + t) * HK + hk)[:, None] * K + kk[None, :]
-            dst = ((b * T + t) * H + h)[:, None] * K + kk[None, :]
+            src = ((b * T + t).to(tl.int64) * HK + hk)[:, None] * K + kk[None, :]
+            dst = ((b * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
             qb = tl.load(q_ptr + src, mask=m, other=0.0).to(tl.float32)  # (C, BK)
             kb = tl.load(k_ptr + src, mask=m, other=0.0).to(tl.float32)  # (C, BK)
             tl.store(dq_ptr + dst, tl.dot(dS, kb, input_precision=PREC), mask=m)
             tl.store(dk_ptr + dst, tl.dot(tl.trans(dS), qb, input_precision=PREC), mask=m)
     else:
-        tl.store(dA_ptr + ((bh * N + i) * C + r[:, None]) * C + r[None, :], dA)
+        tl.store(dA_ptr + ((bh * N + i).to(tl.int64) * C + r[:, None]) * C + r[None, :], dA)
 
 
 def _blocks(K: int, V: int) -> tuple[int, int]:

@@ -28,8 +28,8 @@ from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, le
 
 @triton.jit
 def _trailing_zeros(I, NB):
-    """Trailing zero bits of I > 0, counted up to NB."""
-    z = I * 0
+    """Trailing zero bits of I > 0, counted up to NB (int32, usable as a loop bound)."""
+    z = (I * 0).to(tl.int32)
     for j in range(0, NB):
         z = tl.where((((I >> j) & 1) == 0) & (z == j), j + 1, z)
     return z
@@ -80,15 +80,15 @@ def scan_fwd_kernel(
                 tl.debug_barrier()
                 tl.store(S_base + (z + 1) * V * K + vk, acc, mask=vk_mask)
                 tl.debug_barrier()
-        tok_k = ((b * T + t) * H + h)[:, None] * K + kk[None, :]
+        tok_k = ((b * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
         ck_mask = valid[:, None] & (kk < K)[None, :]
         Rq = tl.load(R_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
         Kd = tl.load(Kd_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
-        tok_v = ((b * T + t) * H + h)[:, None] * V + vv[None, :]
+        tok_v = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
         cv_mask = valid[:, None] & (vv < V)[None, :]
         vb = tl.load(v_ptr + tok_v, mask=cv_mask, other=0.0).to(tl.float32)  # (C, BV)
         if MATRIX:
-            P = tl.load(tr_ptr + (bh * N + i) * K * K + kk[:, None] * K + kk[None, :],
+            P = tl.load(tr_ptr + (bh * N + i).to(tl.int64) * K * K + kk[:, None] * K + kk[None, :],
                         mask=(kk < K)[:, None] & (kk < K)[None, :], other=0.0)  # (BK, BK)
         else:
             a = tl.load(tr_ptr + bh * N + i)
@@ -98,10 +98,10 @@ def scan_fwd_kernel(
                 S = tl.load(S_base + m * V * K + vk, mask=vk_mask, other=0.0)  # (BV, BK)
                 if SAVE:
                     slot = tl.load(slot_ptr + (b * N + i) * LC + m)
-                    tl.store(Hs_ptr + (bh * NS + slot) * V * K + vk, S, mask=vk_mask)
+                    tl.store(Hs_ptr + (bh * NS + slot).to(tl.int64) * V * K + vk, S, mask=vk_mask)
                 Rw = Rq
                 if HAS_LAM:
-                    w = tl.load(lam_ptr + ((b * T + t) * H + h) * L + LOG_C + m, mask=valid, other=0.0)
+                    w = tl.load(lam_ptr + ((b * T + t).to(tl.int64) * H + h) * L + LOG_C + m, mask=valid, other=0.0)
                     Rw = Rq * w.to(tl.float32)[:, None]
                 o_acc += tl.dot(Rw, tl.trans(S), input_precision=PREC)
                 if MATRIX:
@@ -164,11 +164,11 @@ def scan_bwd_kernel(
         i = nb - 1 - ii
         I = first + i
         t, valid = slot_rows(b, i, shift_ptr, T, C)
-        tok_k = ((b * T + t) * H + h)[:, None] * K + kk[None, :]
+        tok_k = ((b * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
         ck_mask = valid[:, None] & (kk < K)[None, :]
         Rq = tl.load(R_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
         Kd = tl.load(Kd_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
-        tok_v = ((b * T + t) * H + h)[:, None] * V + vv[None, :]
+        tok_v = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
         cv_mask = valid[:, None] & (vv < V)[None, :]
         vb = tl.load(v_ptr + tok_v, mask=cv_mask, other=0.0).to(tl.float32)  # (C, BV)
         do = tl.load(do_ptr + tok_v, mask=cv_mask, other=0.0)  # (C, BV)
@@ -194,7 +194,7 @@ def scan_bwd_kernel(
                 tl.store(dS_base + vk, tl.load(dF_base + vk, mask=vk_mask, other=0.0), mask=vk_mask)
             tl.debug_barrier()
         if MATRIX:
-            P = tl.load(tr_ptr + (bh * N + i) * K * K + kk[:, None] * K + kk[None, :],
+            P = tl.load(tr_ptr + (bh * N + i).to(tl.int64) * K * K + kk[:, None] * K + kk[None, :],
                         mask=(kk < K)[:, None] & (kk < K)[None, :], other=0.0)  # (BK, BK)
             dtr = tl.zeros((BK, BK), dtype=tl.float32)
         else:
@@ -205,7 +205,7 @@ def scan_bwd_kernel(
         for m in range(0, LC):
             if _is_read(I, m, HAS_LAM):
                 slot = tl.load(slot_ptr + (b * N + i) * LC + m)
-                S = tl.load(Hs_ptr + (bh * NS + slot) * V * K + vk, mask=vk_mask, other=0.0)  # (BV, BK) before the move
+                S = tl.load(Hs_ptr + (bh * NS + slot).to(tl.int64) * V * K + vk, mask=vk_mask, other=0.0)  # (BV, BK) before the move
                 dS = tl.load(dS_base + m * V * K + vk, mask=vk_mask, other=0.0)  # adjoint after the move
                 if MATRIX:
                     dtr += tl.dot(tl.trans(S), dS, input_precision=PREC)
@@ -215,17 +215,17 @@ def scan_bwd_kernel(
                     dS = dS * a
                 dRS = tl.dot(do, S, input_precision=PREC)  # (C, BK)
                 if HAS_LAM:
-                    w = tl.load(lam_ptr + ((b * T + t) * H + h) * L + LOG_C + m, mask=valid, other=0.0).to(tl.float32)
+                    w = tl.load(lam_ptr + ((b * T + t).to(tl.int64) * H + h) * L + LOG_C + m, mask=valid, other=0.0).to(tl.float32)
                     dS += tl.dot(tl.trans(do), Rq * w[:, None], input_precision=PREC)
                     dR_acc += dRS * w[:, None]
                     dl = tl.sum(dRS * Rq, axis=1)  # (C,)
-                    tl.store(dlam_ptr + (((pv * B + b) * T + t) * H + h) * LC + m, dl, mask=valid)
+                    tl.store(dlam_ptr + (((pv * B + b) * T + t).to(tl.int64) * H + h) * LC + m, dl, mask=valid)
                 else:
                     dS += tl.dot(tl.trans(do), Rq, input_precision=PREC)
                     dR_acc += dRS
                 tl.store(dS_base + m * V * K + vk, dS, mask=vk_mask)
             elif HAS_LAM:
-                tl.store(dlam_ptr + (((pv * B + b) * T + t) * H + h) * LC + m, tl.zeros((C,), dtype=tl.float32), mask=valid)
+                tl.store(dlam_ptr + (((pv * B + b) * T + t).to(tl.int64) * H + h) * LC + m, tl.zeros((C,), dtype=tl.float32), mask=valid)
         tl.debug_barrier()
         # 1'. back through the merge: every merged bucket receives the merged bucket's adjoint
         if HAS_LAM:
@@ -235,13 +235,13 @@ def scan_bwd_kernel(
                 for l in range(0, z + 1):
                     tl.store(dS_base + l * V * K + vk, X, mask=vk_mask)
                 tl.debug_barrier()
-        part_k = (((pv * B + b) * T + t) * H + h)[:, None] * K + kk[None, :]
+        part_k = (((pv * B + b) * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
         tl.store(dR_ptr + part_k, dR_acc, mask=ck_mask)
         tl.store(dKd_ptr + part_k, dKd_acc, mask=ck_mask)
         dv_old = tl.load(dv_ptr + tok_v, mask=cv_mask, other=0.0)
         tl.store(dv_ptr + tok_v, dv_old + dv_acc, mask=cv_mask)
         if MATRIX:
-            tl.store(dtr_ptr + ((pv * B * H + bh) * N + i) * K * K + kk[:, None] * K + kk[None, :], dtr,
+            tl.store(dtr_ptr + ((pv * B * H + bh) * N + i).to(tl.int64) * K * K + kk[:, None] * K + kk[None, :], dtr,
                      mask=(kk < K)[:, None] & (kk < K)[None, :])
         else:
             tl.store(dtr_ptr + (pv * B * H + bh) * N + i, dtr)

@@ -168,3 +168,12 @@ def test_gqa_equals_expanded_heads_on_every_path():
         a, _ = log_linear_attn(*xs.values(), impl=impl)
         b, _ = log_linear_attn(*expanded.values(), impl=impl)
         assert rel(a, b) < 1e-12
+
+
+def test_delta_rule_limits_are_clear():
+    xs, _ = make(1, 8, 1, 1, 136, 16, delta=True)
+    with pytest.raises(ValueError, match="K <= 128"):
+        log_linear_attn(*(None if x is None else x.float() for x in xs.values()), impl="triton")
+    # a chunk size above the delta rule's limit is lowered, not refused
+    xs, _ = make(1, 150, 1, 1, 16, 16, delta=True, seed=9)
+    assert_close(xs, None, grads=False, chunk_size=128)
