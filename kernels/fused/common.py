@@ -119,3 +119,10 @@ def level_of(x):
     for j in tl.static_range(8):
         lvl = tl.where(x >= (1 << j), j + 1, lvl)
     return lvl
+
+
+@triton.jit
+def token_tile(b, h, t, valid, cols, T, H, D):
+    """Offsets and mask of the (C, len(cols)) tile of rows t, head h, columns cols of a (B, T, H, D) tensor."""
+    off = ((b * T + t).to(tl.int64) * H + h)[:, None] * D + cols[None, :]
+    return off, valid[:, None] & (cols < D)[None, :]

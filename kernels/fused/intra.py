@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, level_of, pow2, slot_rows
+from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, level_of, pow2, slot_rows, token_tile
 
 
 @triton.jit
@@ -24,9 +24,7 @@ def _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.con
     G = tl.load(G_ptr + (b * H + h) * N * C + i * C + r)  # (C,)
     S = tl.zeros((C, C), dtype=tl.float32)
     for k0 in range(0, K, BK):
-        kk = k0 + tl.arange(0, BK)
-        m = valid[:, None] & (kk < K)[None, :]
-        rows = ((b * T + t).to(tl.int64) * HK + hk)[:, None] * K + kk[None, :]
+        rows, m = token_tile(b, hk, t, valid, k0 + tl.arange(0, BK), T, HK, K)
         qb = tl.load(q_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BK)
         kb = tl.load(k_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BK)
         S += tl.dot(qb, tl.trans(kb), input_precision=PREC)
@@ -67,9 +65,7 @@ def intra_fwd_kernel(
         M, _ = _lam_mask(lam_ptr, b, h, t, valid, T, H, L, NL, C)
         A = A * M
     for v0 in range(0, V, BV):
-        vv = v0 + tl.arange(0, BV)
-        m = valid[:, None] & (vv < V)[None, :]
-        rows = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
+        rows, m = token_tile(b, h, t, valid, v0 + tl.arange(0, BV), T, H, V)
         vb = tl.load(v_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BV)
         o = tl.dot(A, vb, input_precision=PREC)  # (C, BV)
         tl.store(o_ptr + rows, o, mask=m)
@@ -99,9 +95,7 @@ def intra_bwd_kernel(
     # 1. dP = dO V^T (C, C)
     dP = tl.zeros((C, C), dtype=tl.float32)
     for v0 in range(0, V, BV):
-        vv = v0 + tl.arange(0, BV)
-        m = valid[:, None] & (vv < V)[None, :]
-        rows = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
+        rows, m = token_tile(b, h, t, valid, v0 + tl.arange(0, BV), T, H, V)
         vb = tl.load(v_ptr + rows, mask=m, other=0.0).to(tl.float32)  # (C, BV)
         dob = tl.load(do_ptr + rows, mask=m, other=0.0)  # (C, BV)
         dP += tl.dot(dob, tl.trans(vb), input_precision=PREC)
@@ -118,9 +112,7 @@ def intra_bwd_kernel(
             tl.store(dlam_ptr + ((b * T + t).to(tl.int64) * H + h) * NL + l, dl, mask=valid)
     # 3. dv = (A ⊙ M)^T dO
     for v0 in range(0, V, BV):
-        vv = v0 + tl.arange(0, BV)
-        m = valid[:, None] & (vv < V)[None, :]
-        rows = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
+        rows, m = token_tile(b, h, t, valid, v0 + tl.arange(0, BV), T, H, V)
         dob = tl.load(do_ptr + rows, mask=m, other=0.0)  # (C, BV)
         tl.store(dv_ptr + rows, tl.dot(tl.trans(AM), dob, input_precision=PREC), mask=m)
     # 4. back through A: into q, k and G (qk mode), or out as dA
@@ -132,9 +124,8 @@ def intra_bwd_kernel(
         hk = h // (H // HK)
         for k0 in range(0, K, BK):
             kk = k0 + tl.arange(0, BK)
-            m = valid[:, None] & (kk < K)[None, :]
-            src = ((b * T + t).to(tl.int64) * HK + hk)[:, None] * K + kk[None, :]
-            dst = ((b * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
+            src, m = token_tile(b, hk, t, valid, kk, T, HK, K)
+            dst, _ = token_tile(b, h, t, valid, kk, T, H, K)
             qb = tl.load(q_ptr + src, mask=m, other=0.0).to(tl.float32)  # (C, BK)
             kb = tl.load(k_ptr + src, mask=m, other=0.0).to(tl.float32)  # (C, BK)
             tl.store(dq_ptr + dst, tl.dot(dS, kb, input_precision=PREC), mask=m)

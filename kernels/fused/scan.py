@@ -23,7 +23,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, level_of, pow2, slot_rows
+from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, level_of, pow2, slot_rows, token_tile
 
 
 @triton.jit
@@ -80,12 +80,10 @@ def scan_fwd_kernel(
                 tl.debug_barrier()
                 tl.store(S_base + (z + 1) * V * K + vk, acc, mask=vk_mask)
                 tl.debug_barrier()
-        tok_k = ((b * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
-        ck_mask = valid[:, None] & (kk < K)[None, :]
+        tok_k, ck_mask = token_tile(b, h, t, valid, kk, T, H, K)
         Rq = tl.load(R_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
         Kd = tl.load(Kd_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
-        tok_v = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
-        cv_mask = valid[:, None] & (vv < V)[None, :]
+        tok_v, cv_mask = token_tile(b, h, t, valid, vv, T, H, V)
         vb = tl.load(v_ptr + tok_v, mask=cv_mask, other=0.0).to(tl.float32)  # (C, BV)
         if MATRIX:
             P = tl.load(tr_ptr + (bh * N + i).to(tl.int64) * K * K + kk[:, None] * K + kk[None, :],
@@ -164,12 +162,10 @@ def scan_bwd_kernel(
         i = nb - 1 - ii
         I = first + i
         t, valid = slot_rows(b, i, shift_ptr, T, C)
-        tok_k = ((b * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
-        ck_mask = valid[:, None] & (kk < K)[None, :]
+        tok_k, ck_mask = token_tile(b, h, t, valid, kk, T, H, K)
         Rq = tl.load(R_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
         Kd = tl.load(Kd_ptr + tok_k, mask=ck_mask, other=0.0)  # (C, BK)
-        tok_v = ((b * T + t).to(tl.int64) * H + h)[:, None] * V + vv[None, :]
-        cv_mask = valid[:, None] & (vv < V)[None, :]
+        tok_v, cv_mask = token_tile(b, h, t, valid, vv, T, H, V)
         vb = tl.load(v_ptr + tok_v, mask=cv_mask, other=0.0).to(tl.float32)  # (C, BV)
         do = tl.load(do_ptr + tok_v, mask=cv_mask, other=0.0)  # (C, BV)
         # 4'. the keys' entry: from bucket 0, or at the last chunk from the final state's levels
@@ -235,7 +231,7 @@ def scan_bwd_kernel(
                 for l in range(0, z + 1):
                     tl.store(dS_base + l * V * K + vk, X, mask=vk_mask)
                 tl.debug_barrier()
-        part_k = (((pv * B + b) * T + t).to(tl.int64) * H + h)[:, None] * K + kk[None, :]
+        part_k, _ = token_tile(pv * B + b, h, t, valid, kk, T, H, K)  # row b of the partial sums of V block pv
         tl.store(dR_ptr + part_k, dR_acc, mask=ck_mask)
         tl.store(dKd_ptr + part_k, dKd_acc, mask=ck_mask)
         dv_old = tl.load(dv_ptr + tok_v, mask=cv_mask, other=0.0)
