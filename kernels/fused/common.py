@@ -48,6 +48,15 @@ def pow2(n: int, minimum: int = 16) -> int:
     return max(minimum, triton.next_power_of_2(n))
 
 
+def num_warps(*tile_sizes: int) -> int:
+    """Warps per program: 8 once a kernel's largest register tile reaches 4096 float32 elements, else 4.
+
+    Chosen from ptxas's register and spill counts for sm_90a (benchmarks/kernel_resources.py), not
+    from timings: 8 warps cut the spills of the paper-shape kernels several-fold.
+    """
+    return 8 if max(tile_sizes) >= 4096 else 4
+
+
 def dot_precision(dtype: torch.dtype) -> str:
     """tl.dot input precision: exact ("ieee") for float32 inputs, tf32 for half-precision ones.
 

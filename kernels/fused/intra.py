@@ -13,7 +13,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, level_of, pow2, slot_rows, token_tile
+from loglinear.kernels.fused.common import (
+    ChunkLayout, alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+)
 
 
 @triton.jit
@@ -150,6 +152,7 @@ def intra_forward(q, k, G, A, v: Tensor, lam: Tensor | None, layout: ChunkLayout
     intra_fwd_kernel[(layout.N, B * H)](
         q, k, G, A, v, lam, o, layout.shift, T, H, HK, layout.N, K, V, L, min(layout.c + 1, L),
         C=layout.C, BK=BK, BV=BV, QK_MODE=qk_mode, HAS_LAM=lam is not None, PREC=dot_precision(v.dtype),
+        num_warps=num_warps(layout.C * layout.C, layout.C * BK, layout.C * BV),
     )
     return o
 
@@ -175,5 +178,6 @@ def intra_backward(q, k, G, A, v: Tensor, lam: Tensor | None, do: Tensor, layout
         q, k, G, A, v, lam, do, layout.shift, dq, dk, dG, dA, dv, dlam,
         T, H, HK, layout.N, K, V, L, NL,
         C=layout.C, BK=BK, BV=BV, QK_MODE=qk_mode, HAS_LAM=lam is not None, PREC=dot_precision(v.dtype),
+        num_warps=num_warps(layout.C * layout.C, layout.C * BK, layout.C * BV),
     )
     return (dq, dk, dG) if qk_mode else dA, dv, dlam

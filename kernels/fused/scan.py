@@ -23,7 +23,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, level_of, pow2, slot_rows, token_tile
+from loglinear.kernels.fused.common import (
+    ChunkLayout, alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+)
 
 
 @triton.jit
@@ -244,8 +246,8 @@ def scan_bwd_kernel(
 
 
 def _bv(K: int, V: int) -> int:
-    """Rows of V per program: one bucket tile (BV x pow2(K)) stays within 8K float32 elements."""
-    return max(16, min(pow2(V), 8192 // pow2(K)))
+    """Rows of V per program: one bucket tile (BV x pow2(K)) stays within 4K float32 elements."""
+    return max(16, min(pow2(V), 4096 // pow2(K)))
 
 
 def read_slots(layout: ChunkLayout, LC: int, has_lam: bool) -> tuple[Tensor, int]:
@@ -279,7 +281,7 @@ def scan_forward(R: Tensor, Kd: Tensor, trans: Tensor, v: Tensor, lam: Tensor | 
         R, Kd, trans, v, lam, o, F, S, Hs, slots, layout.shift, layout.first, layout.n_chunks,
         T, H, layout.N, K, V, L, LC, NS, min(layout.c + 1, L),
         C=layout.C, LOG_C=layout.c, BK=pow2(K), BV=BV, HAS_LAM=lam is not None, MATRIX=trans.dim() == 5,
-        SAVE=save, PREC=dot_precision(v.dtype),
+        SAVE=save, PREC=dot_precision(v.dtype), num_warps=num_warps(layout.C * pow2(K), BV * pow2(K)),
     )
     return F, (Hs, slots, NS)
 
@@ -300,7 +302,7 @@ def scan_backward(R, Kd, trans, v, lam, do, dF, saved, dv: Tensor, L: int, layou
         R, Kd, trans, v, lam, do, dF, dS, Hs, slots, layout.shift, layout.first, layout.n_chunks,
         dR, dKd, dtr, dv, dlam, T, H, layout.N, K, V, L, LC, NS, min(layout.c + 1, L),
         C=layout.C, LOG_C=layout.c, BK=pow2(K), BV=BV, HAS_LAM=lam is not None, MATRIX=trans.dim() == 5,
-        PREC=dot_precision(v.dtype),
+        PREC=dot_precision(v.dtype), num_warps=num_warps(layout.C * pow2(K), BV * pow2(K)),
     )
     dlam = None if dlam is None else dlam.sum(0)[..., 1:]  # bucket m >= 1 <-> level c + m
     return dR.sum(0), dKd.sum(0), dtr.sum(0), dlam

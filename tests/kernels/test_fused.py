@@ -81,6 +81,7 @@ SHAPES = [  # B, T, H, HK, K, V
     (2, 37, 2, 1, 16, 32),
     (1, 70, 2, 2, 20, 16),
     (2, 50, 4, 2, 32, 24),
+    (1, 40, 1, 1, 128, 64),  # the inter-chunk kernel splits V into two blocks (partial sums of dR, dKd, dlam)
 ]
 
 
