@@ -28,31 +28,8 @@ from einops import rearrange
 from torch import Tensor
 
 from loglinear.kernels.fenwick import bit_length, fenwick_merge, level_matrix, state_bucket_levels
+from loglinear.kernels.layout import ChunkLayout
 from loglinear.kernels.state import LogLinearState
-
-
-def _to_chunks(x: Tensor | None, shift: Tensor | None, N: int, C: int) -> Tensor | None:
-    """(B, T, H, *) -> (B, H, N, C, *), zero-padded: `shift` (B,) zeros in front (None: none), the rest at the end."""
-    if x is None:
-        return None
-    B, T = x.shape[:2]
-    if shift is None:
-        x = F.pad(x.flatten(2), (0, 0, 0, N * C - T)).reshape(B, N * C, *x.shape[2:])
-    else:
-        src = torch.arange(N * C, device=x.device)[None, :] - shift[:, None]  # (B, N*C) source index
-        valid = ((src >= 0) & (src < T))[:, :, None]
-        flat = x.flatten(2).gather(1, src.clamp(0, T - 1)[:, :, None].expand(-1, -1, x[0, 0].numel()))
-        x = torch.where(valid, flat, torch.zeros_like(flat)).reshape(B, N * C, *x.shape[2:])
-    return rearrange(x, "b (n c) h ... -> b h n c ...", c=C)
-
-
-def _from_chunks(o: Tensor, shift: Tensor | None, T: int) -> Tensor:
-    """(B, H, N, C, V) -> (B, T, H, V), dropping the padding."""
-    o = rearrange(o, "b h n c v -> b (n c) h v")
-    if shift is None:
-        return o[:, :T]
-    idx = torch.arange(T, device=o.device)[None, :] + shift[:, None]  # (B, T)
-    return o.gather(1, idx[:, :, None, None].expand(-1, -1, *o.shape[2:]))
 
 
 def chunk_log_linear_attn(
@@ -73,12 +50,13 @@ def chunk_log_linear_attn(
     if len(set(first_chunks)) > 1:
         return _run_grouped(first_chunks, q, k, v, g, lam, beta, state, out_levels, chunk_size)
     first_chunk = first_chunks[0]
-    shift = None if state is None else p0 % C  # (B,)
-    N = -(-(T + (0 if shift is None else int(shift.max()))) // C)
-    base = p0 - (0 if shift is None else shift)  # (B,) absolute position of the first padded slot
+    layout = ChunkLayout.build(p0, T, C)
+    N, shift = layout.N, layout.shift.long()  # shift (B,): zero-padding slots in front of each sequence
+    base = p0 - shift  # (B,) absolute position of the first padded slot
     pos = base[:, None] + torch.arange(N * C, device=dev)  # (B, N*C) absolute positions of the slots
-    Q, Kc, Vc, lam_c = (_to_chunks(x, shift, N, C) for x in (q, k, v, lam))  # (B, H, N, C, K|K|V|L)
-    g_c, beta_c = (_to_chunks(x, shift, N, C) for x in (g, beta))  # (B, H, N, C)
+    chunked = lambda x: None if x is None else layout.to_chunks(x).unflatten(2, (N, C))  # noqa: E731
+    Q, Kc, Vc, lam_c = (chunked(x) for x in (q, k, v, lam))  # (B, H, N, C, K|K|V|L)
+    g_c, beta_c = (chunked(x) for x in (g, beta))  # (B, H, N, C)
 
     # 1. intra-chunk: decays within the chunk, A, and o = (A ⊙ M^H) V
     G = g_c.cumsum(-1)  # (B, H, N, C) log-decay from the chunk start, inclusive
@@ -150,7 +128,7 @@ def chunk_log_linear_attn(
 
     # 5. final state, read at each sequence's last position (its last chunk may differ across the batch)
     last = p0 + T - 1  # (B,)
-    n_last = [(T - 1) // C] * B if shift is None else [(T - 1 + s) // C for s in shift.tolist()]
+    n_last = ((T - 1 + shift) // C).tolist()
     at_last = lambda x: _per_sequence(x, n_last)  # noqa: E731  (B, H, N, ...) -> (B, H, ...)
     last_move = (lambda S: S * at_last(a)[:, :, None, None, None]) if beta_c is None else (lambda S: S @ at_last(P)[:, :, None])
     Lc = max(starts[i].shape[2] for i in set(n_last))
@@ -170,7 +148,7 @@ def chunk_log_linear_attn(
         )
         E_last = _per_sequence([E_starts[i] for i in n_last])
         S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(E_last))
-    return _from_chunks(o, shift, T), LogLinearState(S_final, p0 + T)
+    return layout.from_chunks(o.flatten(2, 3)), LogLinearState(S_final, p0 + T)
 
 
 def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tensor:

@@ -1,18 +1,14 @@
-"""What every fused kernel shares: the chunk layout, output allocation (poisonable) and launch settings.
+"""What every fused kernel shares: output allocation (poisonable), launch settings and in-kernel helpers.
 
-Chunk layout. Chunks hold C = 2^c slots aligned to absolute multiples of C. Sequence b starts at
-absolute position p0[b], so slot j of its chunk i holds token t = i*C + j - shift[b] with
-shift[b] = p0[b] mod C; slots with t outside [0, T) are padding: q = k = v = 0, g = 0, beta = 0
-(no decay, no contribution). Its absolute chunk index is first[b] + i with first[b] = p0[b] // C.
-Per-token tensors keep their (B, T, H, ...) layout and are read through that map; per-chunk tensors
-are stored (B, H, N, ...) with N = the most chunks any sequence spans.
+The kernels read per-token tensors in their (B, T, H, ...) layout through the chunk map of
+kernels/layout.py (slot j of chunk i of sequence b holds token i*C + j - shift[b]); per-chunk
+tensors are stored (B, H, N, ...).
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 import torch
 import triton
@@ -65,53 +61,6 @@ def dot_precision(dtype: torch.dtype) -> str:
     check a bf16 dot.
     """
     return "ieee" if dtype == torch.float32 else "tf32"
-
-
-@dataclass(frozen=True)
-class ChunkLayout:
-    """The chunk map of one call (see the module docstring); tensors are on the inputs' device."""
-
-    C: int  # chunk size, a power of two >= 16
-    T: int  # tokens per sequence in this call
-    N: int  # chunks per sequence (the most any sequence spans)
-    shift: Tensor  # (B,) int32, p0 mod C
-    first: Tensor  # (B,) int64, absolute index of each sequence's first chunk
-    n_chunks: Tensor  # (B,) int32, chunks each sequence spans
-
-    @property
-    def c(self) -> int:
-        return self.C.bit_length() - 1
-
-    @classmethod
-    def build(cls, p0: Tensor, T: int, C: int) -> "ChunkLayout":
-        shift = p0 % C
-        n_chunks = (shift + T + C - 1) // C
-        return cls(C, T, int(n_chunks.max()), shift.to(torch.int32), p0 // C, n_chunks.to(torch.int32))
-
-    def slot_tokens(self) -> tuple[Tensor, Tensor]:
-        """Token index of every slot (B, N*C) and whether it is a real token."""
-        t = torch.arange(self.N * self.C, device=self.shift.device)[None, :] - self.shift[:, None].long()
-        return t, (t >= 0) & (t < self.T)
-
-    def to_chunks(self, x: Tensor) -> Tensor:
-        """(B, T, H, *) per-token values -> (B, H, N*C, *) in chunk layout, zero on padding slots."""
-        t, valid = self.slot_tokens()
-        B, T, H = x.shape[:3]
-        flat = x.reshape(B, T, -1)
-        out = flat.gather(1, t.clamp(0, self.T - 1)[:, :, None].expand(-1, -1, flat.shape[2]))
-        out = torch.where(valid[:, :, None], out, torch.zeros_like(out)).reshape(B, -1, H, *x.shape[3:])
-        return out.transpose(1, 2)
-
-    def from_chunks(self, x: Tensor) -> Tensor:
-        """(B, H, N*C) chunk layout -> (B, T, H), dropping padding slots."""
-        idx = torch.arange(self.T, device=x.device)[None, :] + self.shift[:, None].long()  # (B, T)
-        return x.gather(2, idx[:, None, :].expand(-1, x.shape[1], -1)).transpose(1, 2)
-
-    def chunk_cumsum(self, g: Tensor) -> Tensor:
-        """G (B, H, N*C) float32: the inclusive cumulative sum of g (B, T, H) inside each chunk."""
-        gc = self.to_chunks(g.float())
-        B, H = gc.shape[:2]
-        return gc.reshape(B, H, self.N, self.C).cumsum(-1).reshape(B, H, self.N * self.C)
 
 
 @triton.jit

@@ -33,7 +33,8 @@ import triton.language as tl
 from torch import Tensor
 from torch.autograd.function import once_differentiable
 
-from loglinear.kernels.fused.common import ChunkLayout, alloc, dot_precision, pow2, slot_rows
+from loglinear.kernels.fused.common import alloc, dot_precision, pow2, slot_rows
+from loglinear.kernels.layout import ChunkLayout
 
 MAX_K = 128
 MAX_C = 64
@@ -84,6 +85,15 @@ def _chunk_solve(
 
 
 @triton.jit
+def _program(shift_ptr, T, N, H: tl.constexpr, C: tl.constexpr, BK: tl.constexpr):
+    """This program's chunk i, sequence b, v-head h, slot and K indices, flat chunk index and its slots' tokens."""
+    i, bh = tl.program_id(0), tl.program_id(1)
+    b = bh // H
+    t, valid = slot_rows(b, i, shift_ptr, T, C)  # (C,) token of each slot
+    return i, b, bh % H, tl.arange(0, C), tl.arange(0, BK), bh.to(tl.int64) * N + i, t, valid
+
+
+@triton.jit
 def _delta_prep_fwd_kernel(
     q_ptr, k_ptr, G_ptr, beta_ptr, shift_ptr,  # q, k (B, T, HK, K); G (B, H, N*C); beta (B, T, H); shift (B,)
     A_ptr, R_ptr, Kd_ptr, P_ptr,  # A (B, H, N, C, C); R, Kd (B, T, H, K); P (B, H, N, K, K)
@@ -91,14 +101,7 @@ def _delta_prep_fwd_kernel(
     H: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
 ):
     """One (chunk, b*H + h) program: A, R, Kd, P of that chunk (module docstring)."""
-    i = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    rows = tl.arange(0, C)
-    kk = tl.arange(0, BK)
-    chunk = bh.to(tl.int64) * N + i
-    t, valid = slot_rows(b, i, shift_ptr, T, C)  # (C,) token of each slot
+    i, b, h, rows, kk, chunk, t, valid = _program(shift_ptr, T, N, H, C, BK)
     G, beta, MS, S, KK, X = _chunk_solve(q_ptr, k_ptr, G_ptr, beta_ptr, b, h, i, t, valid, T, N, H, HK, K, C, BK, PREC)
 
     Tb = X * beta[None, :]  # (C, C)
@@ -129,14 +132,7 @@ def _delta_prep_bwd_kernel(
     HAS_DA: tl.constexpr, HAS_DR: tl.constexpr, HAS_DKD: tl.constexpr, HAS_DP: tl.constexpr,
 ):
     """One (chunk, b*H + h) program: recompute the chunk's forward, then dq, dk, dG, dbeta of that chunk."""
-    i = tl.program_id(0)
-    bh = tl.program_id(1)
-    b = bh // H
-    h = bh % H
-    rows = tl.arange(0, C)
-    kk = tl.arange(0, BK)
-    chunk = bh.to(tl.int64) * N + i
-    t, valid = slot_rows(b, i, shift_ptr, T, C)  # (C,) token of each slot
+    i, b, h, rows, kk, chunk, t, valid = _program(shift_ptr, T, N, H, C, BK)
     G, beta, MS, S, KK, X = _chunk_solve(q_ptr, k_ptr, G_ptr, beta_ptr, b, h, i, t, valid, T, N, H, HK, K, C, BK, PREC)
 
     Tb = X * beta[None, :]  # (C, C)

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
-from loglinear.kernels.fused.common import ChunkLayout
+from loglinear.kernels.layout import ChunkLayout
 from loglinear.kernels.fused.delta_prep import MAX_C, MAX_K, delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward

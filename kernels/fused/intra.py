@@ -14,8 +14,9 @@ import triton.language as tl
 from torch import Tensor
 
 from loglinear.kernels.fused.common import (
-    ChunkLayout, alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+    alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
 )
+from loglinear.kernels.layout import ChunkLayout
 
 
 @triton.jit
@@ -33,6 +34,19 @@ def _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.con
     causal = r[:, None] >= r[None, :]
     MS = tl.where(causal, tl.exp(tl.where(causal, G[:, None] - G[None, :], 0.0)), 0.0)  # (C, C)
     return S * MS, MS
+
+
+@triton.jit
+def _scores(q_ptr, k_ptr, G_ptr, A_ptr, b, h, i, t, valid, T, H, HK, N, K,
+            C: tl.constexpr, BK: tl.constexpr, QK_MODE: tl.constexpr, PREC: tl.constexpr):
+    """The chunk's A (C, C): formed from q, k, G (qk mode, with its decay mask MS) or loaded (A mode, MS = A unused)."""
+    if QK_MODE:
+        A, MS = _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, PREC)
+    else:
+        r = tl.arange(0, C)
+        A = tl.load(A_ptr + (((b * H + h) * N + i).to(tl.int64) * C + r[:, None]) * C + r[None, :])  # (C, C)
+        MS = A
+    return A, MS
 
 
 @triton.jit
@@ -57,12 +71,8 @@ def intra_fwd_kernel(
     """o (B, T, H, V) float32 = (A ⊙ M^H) V for chunk program_id(0) of batch*head program_id(1)."""
     i, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
-    r = tl.arange(0, C)
     t, valid = slot_rows(b, i, shift_ptr, T, C)
-    if QK_MODE:
-        A, _ = _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, PREC)
-    else:
-        A = tl.load(A_ptr + ((bh * N + i).to(tl.int64) * C + r[:, None]) * C + r[None, :])  # (C, C)
+    A, _ = _scores(q_ptr, k_ptr, G_ptr, A_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, QK_MODE, PREC)
     if HAS_LAM:
         M, _ = _lam_mask(lam_ptr, b, h, t, valid, T, H, L, NL, C)
         A = A * M
@@ -90,10 +100,7 @@ def intra_bwd_kernel(
     b, h = bh // H, bh % H
     r = tl.arange(0, C)
     t, valid = slot_rows(b, i, shift_ptr, T, C)
-    if QK_MODE:
-        A, MS = _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, PREC)
-    else:
-        A = tl.load(A_ptr + ((bh * N + i).to(tl.int64) * C + r[:, None]) * C + r[None, :])  # (C, C)
+    A, MS = _scores(q_ptr, k_ptr, G_ptr, A_ptr, b, h, i, t, valid, T, H, HK, N, K, C, BK, QK_MODE, PREC)
     # 1. dP = dO V^T (C, C)
     dP = tl.zeros((C, C), dtype=tl.float32)
     for v0 in range(0, V, BV):

@@ -24,8 +24,9 @@ import triton.language as tl
 from torch import Tensor
 
 from loglinear.kernels.fused.common import (
-    ChunkLayout, alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+    alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
 )
+from loglinear.kernels.layout import ChunkLayout
 
 
 @triton.jit
@@ -47,6 +48,14 @@ def _is_read(I, m, HAS_LAM: tl.constexpr):
 
 
 @triton.jit
+def _bucket_tile(pv, V, K, BK: tl.constexpr, BV: tl.constexpr):
+    """Rows vv (BV,) of V block pv, columns kk (BK,), and the offsets and mask of that tile inside one V x K state."""
+    vv = pv * BV + tl.arange(0, BV)
+    kk = tl.arange(0, BK)
+    return vv, kk, vv[:, None] * K + kk[None, :], (vv < V)[:, None] & (kk < K)[None, :]
+
+
+@triton.jit
 def scan_fwd_kernel(
     R_ptr, Kd_ptr, tr_ptr, v_ptr, lam_ptr, o_ptr, F_ptr, S_ptr, Hs_ptr, slot_ptr,
     shift_ptr, first_ptr, nchunk_ptr,
@@ -61,11 +70,8 @@ def scan_fwd_kernel(
     """
     pv, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
-    vv = pv * BV + tl.arange(0, BV)
-    kk = tl.arange(0, BK)
+    vv, kk, vk, vk_mask = _bucket_tile(pv, V, K, BK, BV)  # vk: (BV, BK) offsets inside one V x K state
     r = tl.arange(0, C)
-    vk_mask = (vv < V)[:, None] & (kk < K)[None, :]
-    vk = vv[:, None] * K + kk[None, :]  # (BV, BK) offsets inside one V x K state
     S_base = S_ptr + bh * LC * V * K
     first = tl.load(first_ptr + b)
     nb = tl.load(nchunk_ptr + b)
@@ -150,11 +156,8 @@ def scan_bwd_kernel(
     """
     pv, bh = tl.program_id(0), tl.program_id(1)
     b, h = bh // H, bh % H
-    vv = pv * BV + tl.arange(0, BV)
-    kk = tl.arange(0, BK)
+    vv, kk, vk, vk_mask = _bucket_tile(pv, V, K, BK, BV)  # vk: (BV, BK) offsets inside one V x K state
     r = tl.arange(0, C)
-    vk_mask = (vv < V)[:, None] & (kk < K)[None, :]
-    vk = vv[:, None] * K + kk[None, :]
     dS_base = dS_ptr + bh * LC * V * K
     dF_base = dF_ptr + bh * L * V * K
     B = tl.num_programs(1) // H

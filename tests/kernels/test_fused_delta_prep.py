@@ -9,7 +9,8 @@ from torch import Tensor
 
 pytest.importorskip("triton")
 
-from loglinear.kernels.fused.common import ChunkLayout, poison_outputs  # noqa: E402
+from loglinear.kernels.fused.common import poison_outputs  # noqa: E402
+from loglinear.kernels.layout import ChunkLayout  # noqa: E402
 from loglinear.kernels.fused.delta_prep import delta_prep  # noqa: E402
 
 # CPU tensors run in Triton's interpreter (tests/conftest.py); with a GPU the same checks run compiled.

@@ -31,6 +31,7 @@ def call(x, **overrides):
         ("lam", lambda x: x.lam[:, :, :2], r"lam must have shape \(B, T, H, L\) = \(2, 10, 3, 5\), got \(2, 10, 2, 5\)"),
         ("beta", lambda x: x.beta[:1], r"beta must have shape \(B, T, H\) = \(2, 10, 3\), got \(1, 10, 3\)"),
         ("q", lambda x: x.q[:, :0], r"T >= 1"),
+        ("v", lambda x: x.v[:, :, :2], r"v has 2 heads, which is not a multiple of q's 3"),
     ],
 )
 def test_shape_errors_name_the_argument(x, name, bad, match):
