@@ -11,6 +11,7 @@ from torch import Tensor
 
 from loglinear.kernels.checks import check_inputs, check_levels, check_values
 from loglinear.kernels.chunk import chunk_log_linear_attn
+from loglinear.kernels.layout import expand_heads
 from loglinear.kernels.naive import naive_log_linear_attn
 from loglinear.kernels.recurrent import recurrent_log_linear_attn, recurrent_step
 from loglinear.kernels.state import LogLinearState
@@ -65,11 +66,6 @@ def _resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None) -> str:
     return impl
 
 
-def _expand_qk_heads(x: Tensor, H: int) -> Tensor:
-    """q or k with HK heads (B, [T,] HK, K) -> H heads: v head h reads q/k head h // (H // HK)."""
-    return x if x.shape[-2] == H else x.repeat_interleave(H // x.shape[-2], dim=-2)
-
-
 def _compute_dtype(*xs: Tensor | None) -> torch.dtype:
     return torch.float64 if any(x is not None and x.dtype == torch.float64 for x in xs) else torch.float32
 
@@ -112,7 +108,7 @@ def log_linear_attn(
 
     dtype = _compute_dtype(q, k, v, g, lam, beta)
     if name not in _GQA_NATIVE:
-        q, k = _expand_qk_heads(q, v.shape[2]), _expand_qk_heads(k, v.shape[2])
+        q, k = expand_heads(q, v.shape[2]), expand_heads(k, v.shape[2])
     # the fused kernels load their inputs in any float dtype and accumulate in float32 themselves
     cast = [None if x is None else (x if name in _GQA_NATIVE else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
     in_levels = 1 if initial_state is None else initial_state.levels.shape[2]
@@ -140,7 +136,7 @@ def log_linear_attn_step(
     Returns o_t (B, H, V) in v_t's dtype and the next state.
     """
     check_inputs(q_t, k_t, v_t, g_t, lam_t, beta_t, state, has_time=False)
-    q_t, k_t = _expand_qk_heads(q_t, v_t.shape[1]), _expand_qk_heads(k_t, v_t.shape[1])
+    q_t, k_t = expand_heads(q_t, v_t.shape[1]), expand_heads(k_t, v_t.shape[1])
     dtype = _compute_dtype(q_t, k_t, v_t, g_t, lam_t, beta_t)
     if state is None:
         B, H, K = q_t.shape[0], v_t.shape[1], q_t.shape[2]

@@ -1,5 +1,8 @@
-"""The chunk map shared by the chunkwise paths (kernels/chunk.py and the fused kernels).
+"""The layouts shared by the implementations: GQA head groups, and the chunk map of the chunkwise paths.
 
+Heads. q and k may have HK heads for v's H (H a multiple of HK): v head h reads q/k head h // (H // HK).
+
+Chunks (kernels/chunk.py and the fused kernels).
 Chunks hold C = 2^c slots aligned to absolute multiples of C. Sequence b starts at absolute
 position p0[b], so slot j of its chunk i holds token t = i*C + j - shift[b] with
 shift[b] = p0[b] mod C; slots with t outside [0, T) are padding: q = k = v = 0, g = 0, beta = 0
@@ -14,6 +17,17 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+
+def expand_heads(x: Tensor, H: int) -> Tensor:
+    """q or k with HK heads (B, [T,] HK, K) -> one head per v head (B, [T,] H, K)."""
+    return x if x.shape[-2] == H else x.repeat_interleave(H // x.shape[-2], dim=-2)
+
+
+def sum_head_groups(d: Tensor, x: Tensor) -> Tensor:
+    """A gradient per v head (B, T, H, K) -> per q/k head of x (B, T, HK, K), in x's dtype."""
+    B, T, H, K = d.shape
+    return d.reshape(B, T, x.shape[2], H // x.shape[2], K).sum(3).to(x.dtype)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from loglinear.kernels.fused.common import alloc, dot_precision, pow2, slot_rows
-from loglinear.kernels.layout import ChunkLayout
+from loglinear.kernels.layout import ChunkLayout, sum_head_groups
 
 MAX_K = 128
 MAX_C = 64
@@ -253,7 +253,7 @@ class _DeltaPrep(torch.autograd.Function):
     def backward(ctx, dA: Tensor | None, dR: Tensor | None, dKd: Tensor | None, dP: Tensor | None):
         q, k, G, beta = ctx.saved_tensors
         layout = ctx.layout
-        B, T, HK, K = q.shape
+        B, T, _, K = q.shape
         H, C, N = beta.shape[2], layout.C, layout.N
         dq = alloc(B, T, H, K, like=q)
         dk = alloc(B, T, H, K, like=q)
@@ -267,8 +267,7 @@ class _DeltaPrep(torch.autograd.Function):
             HAS_DKD=grads[2] is not None, HAS_DP=grads[3] is not None,
             **_meta(q, beta, layout),
         )
-        group = lambda x: x.view(B, T, HK, H // HK, K).sum(3).to(q.dtype)  # noqa: E731  v-heads -> q/k heads
-        return group(dq), group(dk), dG, dbeta.to(beta.dtype), None
+        return sum_head_groups(dq, q), sum_head_groups(dk, k), dG, dbeta.to(beta.dtype), None
 
 
 def delta_prep(

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
-from loglinear.kernels.layout import ChunkLayout
+from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
 from loglinear.kernels.fused.delta_prep import MAX_C, MAX_K, delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
@@ -54,22 +54,12 @@ class _FusedCore(torch.autograd.Function):
         dq = dk = dG = dA = dlam = None
         if A is None:
             dq, dk, dG = through_A
-            dq, dk = _sum_groups(dq, q), _sum_groups(dk, k)
+            dq, dk = sum_head_groups(dq, q), sum_head_groups(dk, k)
         else:
             dA = through_A
         if lam is not None:
             dlam = (dlam_intra if dlam_inter.shape[-1] == 0 else torch.cat([dlam_intra, dlam_inter], -1)).to(lam.dtype)
         return dq, dk, dG, dA, dR, dKd, dtrans, dv.to(v.dtype), dlam, None, None
-
-
-def _sum_groups(d: Tensor, x: Tensor) -> Tensor:
-    """Per v-head gradient (B, T, H, K) -> x's heads (B, T, HK, K): GQA heads share q/k."""
-    B, T, H, K = d.shape
-    return d.reshape(B, T, x.shape[2], H // x.shape[2], K).sum(3).to(x.dtype)
-
-
-def _expand_heads(x: Tensor, H: int) -> Tensor:
-    return x if x.shape[2] == H else x.repeat_interleave(H // x.shape[2], dim=2)
 
 
 def fused_log_linear_attn(
@@ -96,8 +86,8 @@ def fused_log_linear_attn(
         G_tok = layout.from_chunks(G)  # (B, T, H)
         chunk_of = (torch.arange(T, device=dev)[None, :] + layout.shift[:, None].long()) // C  # (B, T)
         G_end_tok = G_end.gather(2, chunk_of[:, None, :].expand(-1, H, -1)).transpose(1, 2)  # (B, T, H)
-        R = (G_tok.exp()[..., None] * _expand_heads(q, H).float()).contiguous()  # (B, T, H, K)
-        Kd = ((G_end_tok - G_tok).exp()[..., None] * _expand_heads(k, H).float()).contiguous()  # (B, T, H, K)
+        R = (G_tok.exp()[..., None] * expand_heads(q, H).float()).contiguous()  # (B, T, H, K)
+        Kd = ((G_end_tok - G_tok).exp()[..., None] * expand_heads(k, H).float()).contiguous()  # (B, T, H, K)
         trans = G_end.exp().contiguous()  # (B, H, N)
         core_in = (q, k, G.contiguous(), None)
     else:
