@@ -12,7 +12,8 @@ loglinear train [PRESET.yaml] [key=value ...]
 Train one run. PRESET is a run preset (e.g. configs/mqar_cpu.yaml); key=value overrides any config
 key (model.mixer=mamba2 train.lr=3.0e-3 out_dir=runs/x). A group may be a file: data=data/parity.yaml.
 Rerunning the same command resumes an interrupted run and skips a finished one.
-Exit status: 0 finished (early_stopped, max_steps or diverged), 1 failed, 2 bad config, 130 interrupted.
+Exit status: 0 finished (early_stopped, max_steps or diverged), 1 failed (or a full disk), 2 bad config or
+a run folder in use, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: rerun the same command to resume.
 """
 
 
@@ -24,28 +25,37 @@ def train_main(argv: Sequence[str]) -> int:
         return 0
     preset = argv[0] if argv and "=" not in argv[0] else None
     overrides = list(argv[1:] if preset else argv)
-    cfg = None
     try:
         cfg = load_run_config(preset, overrides)
-        from loglinear.sweeps.train import train
+    except ConfigError as e:
+        return _fail(f"error: {e}", 2)
+    from loglinear.sweeps.files import DiskFull
+    from loglinear.sweeps.interrupt import Interrupted
+    from loglinear.sweeps.train import train
 
+    try:
         result = train(cfg)
     except ConfigError as e:
-        print(f"loglinear train: error: {e}", file=sys.stderr)
-        return 2
+        return _fail(f"error: {e}", 2)
+    except Interrupted as e:
+        return _fail(f"{e}; rerun the same command to resume {cfg.out_dir}", e.exit_code)
     except KeyboardInterrupt:
-        where = f" from {cfg.out_dir}" if cfg is not None else ""
-        print(f"loglinear train: interrupted; rerun the same command to resume{where}", file=sys.stderr)
-        return 130
+        return _fail(f"interrupted; rerun the same command to resume {cfg.out_dir}", 130)
+    except DiskFull as e:
+        return _fail(f"{e}; the checkpoints already in {cfg.out_dir} are intact: free space and rerun the same command to resume", 1)
     except Exception as e:  # recorded in result.json as status "failed"
-        print(f"loglinear train: failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", file=sys.stderr)
-        return 1
+        return _fail(f"failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", 1)
     best = result.get("val_accuracy")
     print(
         f"{cfg.out_dir}: {result['status']} at step {result.get('step')}, "
         f"best val/acc {'-' if best is None else f'{best:.4f}'}, {result.get('wall_time_s', 0):.1f}s"
     )
     return 0
+
+
+def _fail(message: str, code: int) -> int:
+    print(f"loglinear train: {message}", file=sys.stderr)
+    return code
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
