@@ -7,7 +7,7 @@ writes beside result.json:
 - `lambda_levels.csv`: one row per (layer, head, level): `tokens` (occupied positions counted),
   `mean`, `std` (over tokens, population), quantiles `q05 ... q95`, `effective_mean` (mean share of
   the output norm the level carries, see models/lambda_levels.py) and `effective_tokens` (the
-  tokens of the first `probe_sequences` validation sequences it is measured on).
+  occupied tokens it is measured on: the first `probe_sequences` validation sequences of each length).
 - `lambda_levels.png`: per layer, mean lambda by level, one line per head, q25-q75 shaded; below,
   the effective weights.
 
@@ -41,7 +41,7 @@ LEVELS_CSV = "lambda_levels.csv"
 LEVELS_PNG = "lambda_levels.png"
 CHECKPOINT = "last.ckpt"
 PROBE_SEQUENCES = 8
-"""Validation sequences on which the effective weights are measured (one extra mixer pass per level each)."""
+"""Validation sequences of each length on which the effective weights are measured (a mixer pass per level)."""
 
 
 class InspectError(ConfigError):
@@ -123,14 +123,14 @@ def inspect_run(
 def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: Optional[int] = None,
             probe_sequences: int = PROBE_SEQUENCES) -> LevelStatistics:
     """Lambda per level of `model` over `batches` ({"inputs": (B, T)} dicts); effective weights on the first
-    `probe_sequences` sequences."""
+    `probe_sequences` sequences of each sequence length."""
     stats = LevelStatistics()
     heads = lambda_heads(model)
     if not heads:
         raise InspectError("the model has no lambda head (not a log-linear mixer)")
     mixers = [m for m in model.modules() if any(getattr(m, "lambda_head", None) is h for h in heads)]
     mixer_inputs: dict[int, torch.Tensor] = {}
-    probed = 0
+    probed: dict[int, int] = {}  # sequence length -> sequences probed
     for index, batch in enumerate(batches):
         if max_batches is not None and index >= max_batches:
             break
@@ -142,13 +142,14 @@ def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: 
         finally:
             for hook in hooks:
                 hook.remove()
-        n_probe = min(probe_sequences - probed, inputs.shape[0])
+        seq_len = inputs.shape[1]
+        n_probe = max(0, min(probe_sequences - probed.get(seq_len, 0), inputs.shape[0]))
+        probed[seq_len] = probed.get(seq_len, 0) + n_probe
         for layer, (lam, mixer) in enumerate(zip(captured, mixers)):
             stats.add(layer, lam[0])
-            if n_probe > 0:
+            if n_probe:
                 norms = level_output_norms(mixer, mixer_inputs[layer][:n_probe])
                 stats.add_effective(layer, effective_weights(lam[0][:n_probe], norms))
-        probed += max(n_probe, 0)
     return stats
 
 
@@ -202,7 +203,7 @@ def inspect_main(argv: Sequence[str]) -> int:
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
     parser.add_argument("--batches", type=int, default=None, help="validation batches to read (default: all)")
     parser.add_argument("--probe-sequences", type=int, default=PROBE_SEQUENCES,
-                        help=f"sequences the effective weights are measured on (default {PROBE_SEQUENCES}; 0: none)")
+                        help=f"sequences of each length the effective weights are measured on (default {PROBE_SEQUENCES}; 0: none)")
     try:
         args = parser.parse_args(list(argv))
     except SystemExit as e:
