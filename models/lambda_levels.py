@@ -130,45 +130,104 @@ class LevelRow:
     effective_tokens: int
 
 
+QUANTILE_SAMPLE = 50_000
+"""Tokens per (layer, level) kept for the quantiles: all of them up to this many, a uniform sample beyond."""
+
+
+@dataclass
+class _Moments:
+    """Count, mean and sum of squared deviations per head (float64), combined batch by batch (Chan et al.)."""
+
+    n: int
+    mean: Tensor
+    m2: Tensor
+
+    def merge(self, values: Tensor) -> None:
+        n_b, mean_b = values.shape[0], values.mean(0)
+        m2_b = ((values - mean_b) ** 2).sum(0)
+        n = self.n + n_b
+        delta = mean_b - self.mean
+        self.mean = self.mean + delta * (n_b / n)
+        self.m2 = self.m2 + m2_b + delta**2 * (self.n * n_b / n)
+        self.n = n
+
+
+class _Sample:
+    """A uniform sample without replacement of at most `size` token rows (bottom-k of random keys; seeded)."""
+
+    def __init__(self, size: int, generator: torch.Generator) -> None:
+        self.size, self.generator = size, generator
+        self.keys = torch.empty(0)
+        self.values: Tensor | None = None
+
+    def add(self, values: Tensor) -> None:
+        keys = torch.cat([self.keys, torch.rand(values.shape[0], generator=self.generator)])
+        values = values if self.values is None else torch.cat([self.values, values])
+        if keys.numel() > self.size:
+            keep = keys.topk(self.size, largest=False).indices
+            keys, values = keys[keep], values[keep]
+        self.keys, self.values = keys, values
+
+
 class LevelStatistics:
     """Collects lambda (and effective weights) per layer over batches; `rows()` gives the per-level statistics.
 
-    Each `add` takes a batch (B, T, H, L) of one sequence length; only occupied levels count.
-    Values are kept on the CPU (float32 for lambda, exact for the parameterisations that are not
-    data-dependent: their mean and quantiles are the parameters themselves, their std 0).
+    Each `add` takes a batch (B, T, H, L) of one sequence length; only occupied levels count. Mean and
+    std (population) run over every token, in float64; the quantiles over every token up to
+    QUANTILE_SAMPLE per (layer, level), else over a uniform sample of that many. For lambda that is
+    the same at every token (`static`, `constant`, or any head whose input is fixed) every statistic
+    is that value exactly (std 0).
     """
 
-    def __init__(self) -> None:
-        self._lam: dict[tuple[int, int], list[Tensor]] = {}
-        self._effective: dict[tuple[int, int], list[Tensor]] = {}
+    def __init__(self, quantile_sample: int = QUANTILE_SAMPLE, seed: int = 0) -> None:
+        self.quantile_sample = quantile_sample
+        self._generator = torch.Generator().manual_seed(seed)
+        self._moments: dict[tuple[int, int], _Moments] = {}
+        self._samples: dict[tuple[int, int], _Sample] = {}
+        self._effective: dict[tuple[int, int], _Moments] = {}
 
     def add(self, layer: int, lam: Tensor) -> None:
-        _collect(self._lam, layer, lam)
+        for level, values in _occupied_values(lam):
+            key = (layer, level)
+            _merge(self._moments, key, values)
+            self._samples.setdefault(key, _Sample(self.quantile_sample, self._generator)).add(values)
 
     def add_effective(self, layer: int, weights: Tensor) -> None:
-        _collect(self._effective, layer, weights)
+        """weights (B, T, H, L) from `effective_weights`; NaN (no output at all) is left out."""
+        for level, values in _occupied_values(weights):
+            for h in range(values.shape[1]):  # heads differ in which tokens are NaN
+                column = values[:, h]
+                _merge(self._effective, (layer, level, h), column[~column.isnan()][:, None])
 
     def rows(self) -> list[LevelRow]:
         rows = []
-        for (layer, level), chunks in sorted(self._lam.items()):
-            values = torch.cat(chunks).to(torch.float64).numpy()  # (tokens, H)
-            effective = self._effective.get((layer, level))
-            eff = torch.cat(effective).numpy() if effective else np.full((0, values.shape[1]), np.nan)
-            qs = np.quantile(values, QUANTILES, axis=0)  # (n_quantiles, H)
-            for h in range(values.shape[1]):
-                finite = eff[:, h][~np.isnan(eff[:, h])]
+        for (layer, level), moments in sorted(self._moments.items()):
+            sample = self._samples[(layer, level)].values.numpy()
+            qs = np.quantile(sample, QUANTILES, axis=0)  # (n_quantiles, H)
+            std = (moments.m2 / moments.n).sqrt()
+            for h in range(moments.mean.shape[0]):
+                effective = self._effective.get((layer, level, h))
+                has_effective = effective is not None and effective.n > 0
                 rows.append(LevelRow(
-                    layer, h, level, values.shape[0], float(values[:, h].mean()), float(values[:, h].std()),
+                    layer, h, level, moments.n, float(moments.mean[h]), float(std[h]),
                     {q: float(v) for q, v in zip(QUANTILES, qs[:, h])},
-                    float(finite.mean()) if finite.size else float("nan"), int(finite.size),
+                    float(effective.mean[0]) if has_effective else float("nan"), effective.n if has_effective else 0,
                 ))
         return rows
 
 
-def _collect(store: dict[tuple[int, int], list[Tensor]], layer: int, values: Tensor) -> None:
-    """Append values (B, T, H, L) at each occupied (token, level) to store[(layer, level)] as (tokens, H)."""
+def _merge(store: dict, key: tuple, values: Tensor) -> None:
+    if values.shape[0] == 0:
+        return
+    if key not in store:
+        store[key] = _Moments(0, torch.zeros(values.shape[1], dtype=torch.float64),
+                              torch.zeros(values.shape[1], dtype=torch.float64))
+    store[key].merge(values)
+
+
+def _occupied_values(values: Tensor) -> Iterator[tuple[int, Tensor]]:
+    """(level, values at the tokens where it is occupied as (tokens, H) float64 on the CPU) for a batch (B, T, H, L)."""
     B, T, H, L = values.shape
     occupied = occupied_levels(T, L, values.device)
     for level in range(min(L, num_levels(T))):
-        at = values[:, occupied[:, level], :, level].reshape(-1, H)
-        store.setdefault((layer, level), []).append(at.detach().cpu())
+        yield level, values[:, occupied[:, level], :, level].reshape(-1, H).detach().to("cpu", torch.float64)

@@ -108,8 +108,11 @@ def inspect_run(
     model = module.model.to(where).eval()
     datamodule = SyntheticDataModule(cfg.data)
     stats = measure(model, datamodule.val_dataloader(), where, max_batches, probe_sequences)
+    rows = stats.rows()
+    if not rows:
+        raise InspectError(f"{run_dir}: the run's validation data gave no batch to inspect")
     result = read_result(run_dir) or {}
-    inspection = Inspection(run_dir, cfg.model.mixer, cfg.model.lambda_param, stats.rows(),
+    inspection = Inspection(run_dir, cfg.model.mixer, cfg.model.lambda_param, rows,
                             result.get("val_accuracy"), [])
     write_csv(inspection.rows, run_dir / LEVELS_CSV)
     inspection.written.append(run_dir / LEVELS_CSV)
@@ -201,8 +204,8 @@ def inspect_main(argv: Sequence[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run's out_dir (holding config.yaml and last.ckpt)")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
-    parser.add_argument("--batches", type=int, default=None, help="validation batches to read (default: all)")
-    parser.add_argument("--probe-sequences", type=int, default=PROBE_SEQUENCES,
+    parser.add_argument("--batches", type=_positive_int, default=None, help="validation batches to read (default: all)")
+    parser.add_argument("--probe-sequences", type=_non_negative_int, default=PROBE_SEQUENCES,
                         help=f"sequences of each length the effective weights are measured on (default {PROBE_SEQUENCES}; 0: none)")
     try:
         args = parser.parse_args(list(argv))
@@ -216,6 +219,20 @@ def inspect_main(argv: Sequence[str]) -> int:
     print(summary(inspection))
     print(f"wrote {', '.join(str(p) for p in inspection.written)}", file=sys.stderr)
     return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
 
 
 def summary(inspection: Inspection) -> str:

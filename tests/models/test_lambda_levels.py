@@ -113,3 +113,15 @@ def test_level_readouts_match_the_operator(tiny, mixer_name, negative):
     assert (norms[..., L:] == 0).all()
     empty = ~occupied_levels(21, norms.shape[-1])
     assert (norms.transpose(2, 3)[:, empty] == 0).all()  # a level that holds no token reads nothing
+
+
+def test_quantiles_beyond_the_sample_size_come_from_a_uniform_sample():
+    stats = LevelStatistics(quantile_sample=500)
+    values = torch.linspace(0, 1, 4000, dtype=torch.float64)[torch.randperm(4000, generator=torch.Generator().manual_seed(1))]
+    for chunk in values.float().reshape(8, 500):
+        stats.add(0, chunk.reshape(500, 1, 1, 1))  # 500 sequences of one token: level 0 only
+    (row,) = stats.rows()
+    assert row.tokens == 4000
+    assert row.mean == pytest.approx(float(values.float().double().mean()), abs=1e-12)  # mean and std over every token
+    assert row.std == pytest.approx(float(values.float().double().std(unbiased=False)), abs=1e-9)
+    assert [row.quantiles[q] for q in QUANTILES] == pytest.approx(list(QUANTILES), abs=0.05)

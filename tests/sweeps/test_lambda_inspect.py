@@ -19,7 +19,9 @@ from loglinear.models.lit import LitLanguageModel
 from loglinear.sweeps.config import load_run_config, to_yaml
 from loglinear.sweeps.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
 from loglinear.sweeps.lambda_plots import REPORT
+from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.spec import expand, load_spec
+from loglinear.sweeps.train import write_json_atomic
 
 from .sweep_helpers import write_spec
 
@@ -32,9 +34,9 @@ TINY = [
 ]
 
 
-def make_run(folder: Path, *overrides: str, set_weights=None, checkpoint: bool = True):
+def make_run(folder: Path, *overrides: str, set_weights=None, checkpoint: bool = True, cfg=None):
     """A run directory by hand: config.yaml and (optionally) last.ckpt of a fresh model changed by `set_weights`."""
-    cfg = load_run_config(None, [*TINY, *overrides, f"out_dir={folder}"])
+    cfg = cfg or load_run_config(None, [*TINY, *overrides, f"out_dir={folder}"])
     folder.mkdir(parents=True)
     (folder / "config.yaml").write_text(to_yaml(cfg))
     module = LitLanguageModel(cfg.model, cfg.train)
@@ -118,21 +120,29 @@ def test_a_missing_checkpoint_is_refused_with_one_line(tmp_path, capsys):
 
 
 def test_sweep_report_lambda_draws_one_figure_per_cell(tmp_path, capsys):
-    spec = write_spec(tmp_path, {"model.lambda_param": ["softplus", "static"], "model.d_model": [16, 32]},
-                      **{"model.mixer": "log_linear_mamba2", "train.max_steps": 10, "train.val_every": 10})
-    out = tmp_path / "out"
-    runs = expand(load_spec(spec))
-    assert main(["sweep", "run", str(spec), "--out", str(out), "--workers", "2", "--quiet"]) == 0
+    """A tiny sweep (2 parameterisations x 2 d_model, 2 learning rates) written by hand: untrained models and
+    made-up accuracies; one figure per d_model, the parameterisations at their best learning rate."""
+    spec_path = write_spec(tmp_path, {"model.lambda_param": ["softplus", "static"], "model.d_model": [16, 32],
+                                      "train.lr": [1e-3, 1e-2]}, **{"model.mixer": "log_linear_mamba2"})
+    spec, out = load_spec(spec_path), tmp_path / "out"
+    runs = expand(spec)
+    write_manifest(out, spec, runs)
+    for i, run in enumerate(runs):
+        folder = run_dir(out, run.run_id)
+        make_run(folder, cfg=run.config)
+        accuracy = 0.5 + 0.1 * (run.config.train.lr > 5e-3) + 0.01 * i
+        write_json_atomic(folder / "result.json", {"status": "max_steps", "val_accuracy": accuracy})
     assert main(["sweep", "report", str(out), "--lambda"]) == 0
     err = capsys.readouterr().err
     figures = sorted(p.name for p in out.glob("lambda_*.png"))
     assert figures == ["lambda_log_linear_mamba2_d16.png", "lambda_log_linear_mamba2_d32.png"], err
-    assert all((out / "runs" / r.run_id / LEVELS_CSV).is_file() for r in runs)
+    assert all((run_dir(out, r.run_id) / LEVELS_CSV).is_file() for r in runs)
     report = (out / REPORT).read_text()
-    assert report.count("| softplus |") == 2 and report.count("| static |") == 2
-    csv_times = [(out / "runs" / r.run_id / LEVELS_CSV).stat().st_mtime_ns for r in runs]
+    assert report.count("| softplus | 0.01 |") == 2 and report.count("| static | 0.01 |") == 2
+    assert "lambda_log_linear_mamba2_d16.png" in report
+    csv_times = [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs]
     assert main(["sweep", "report", str(out), "--lambda"]) == 0  # a second report reuses the tables
-    assert [(out / "runs" / r.run_id / LEVELS_CSV).stat().st_mtime_ns for r in runs] == csv_times
+    assert [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs] == csv_times
 
 
 @pytest.mark.gpu
