@@ -147,10 +147,10 @@ def test_sweep_report_lambda_draws_one_figure_per_cell(tmp_path, capsys):
 
 @pytest.mark.gpu
 def test_cuda_matches_cpu(tmp_path):
-    make_run(tmp_path / "run", "model.impl=chunk")
+    make_run(tmp_path / "run")  # impl auto: the fused kernels on the GPU
     cpu = inspect_run(tmp_path / "run", device="cpu", plot=False).rows
     gpu = inspect_run(tmp_path / "run", device="cuda", plot=False).rows
     for a, b in zip(cpu, gpu):
         assert (a.layer, a.head, a.level, a.tokens) == (b.layer, b.head, b.level, b.tokens)
-        assert a.mean == pytest.approx(b.mean, rel=1e-4, abs=1e-6)
-        assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-4, abs=1e-6)
+        assert a.mean == pytest.approx(b.mean, rel=1e-3, abs=1e-5)
+        assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)
