@@ -141,7 +141,7 @@ def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: 
         hooks = [m.register_forward_pre_hook(_keep_input(mixer_inputs, i)) for i, m in enumerate(mixers)]
         try:
             with torch.no_grad(), capture_lambda(model) as captured:
-                model(inputs)
+                model(inputs, torch.zeros_like(inputs, dtype=torch.bool))  # no position scored: no logits computed
         finally:
             for hook in hooks:
                 hook.remove()
