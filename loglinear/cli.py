@@ -1,4 +1,4 @@
-"""The `loglinear` command: `loglinear train ...` and `loglinear sweep ...`."""
+"""The `loglinear` command: `loglinear train ...`, `loglinear sweep ...` and `loglinear inspect RUN_DIR`."""
 
 from __future__ import annotations
 
@@ -60,10 +60,10 @@ def _fail(message: str, code: int) -> int:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": train_main, "sweep": _sweep_main}
+    commands = {"train": train_main, "sweep": _sweep_main, "inspect": _inspect_main}
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
         parser = argparse.ArgumentParser(prog="loglinear", description="Log-Linear Attention experiment suite.")
-        parser.add_argument("command", choices=sorted(commands), help="train: one run; sweep: grids of runs")
+        parser.add_argument("command", choices=sorted(commands), help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run")
         parser.parse_args(argv[:1])
         return 2
     return commands[argv[0]](argv[1:])
@@ -73,6 +73,12 @@ def _sweep_main(argv: Sequence[str]) -> int:
     from loglinear.sweeps.cli import sweep_main
 
     return sweep_main(argv)
+
+
+def _inspect_main(argv: Sequence[str]) -> int:
+    from loglinear.sweeps.lambda_inspect import inspect_main
+
+    return inspect_main(argv)
 
 
 if __name__ == "__main__":
