@@ -1,7 +1,7 @@
 """The sweep's PNG plots (matplotlib's object API with the Agg canvas: no pyplot, no global state).
 
-Each plot uses, per table cell, the runs at the cell's chosen learning rate (see `results`); a plot
-whose data the sweep does not have is skipped, with the reason.
+Each plot uses, per table cell, the runs at the cell's selected configuration (best mean validation
+accuracy over lr and λ, see `results`); a plot whose data the sweep does not have is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Union
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from loglinear.sweeps.results import THRESHOLD, Cell, Sweep, best_lr_cells, lookup, mean_std, slice_values
+from loglinear.sweeps.results import THRESHOLD, Cell, Sweep, lookup, mean_std, slice_values
 from loglinear.sweeps.train import FINISHED
 
 Cells = dict[tuple[tuple[str, ...], int], Cell]
@@ -24,7 +24,7 @@ Drawing = Union[Figure, str]
 
 def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
     """Write every plot the sweep has data for; returns the files written and {plot: reason} for the others."""
-    cells: Cells = best_lr_cells(sweep.records, lambda r: (r.row, r.d_model))  # type: ignore[assignment]
+    cells: Cells = sweep.cells()  # type: ignore[assignment]
     written, skipped = [], {}
     for name, draw in PLOTS.items():
         drawing = draw(cells)
@@ -45,9 +45,9 @@ def acc_vs_d_model(cells: Cells) -> Drawing:
     for label, points in series.items():
         _errorbar(ax, label, points)
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
-    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 101)
-    ax.set_title("Accuracy vs model dimension (mean ± std over seeds, best learning rate)")
+    ax.set_title("Accuracy vs model dimension (mean ± std over seeds, configuration selected on validation)")
     return _finish(fig, [ax])
 
 
@@ -73,7 +73,7 @@ def steps_to_threshold(cells: Cells) -> Drawing:
         _errorbar(ax, label, points)
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
     ax.set_ylabel(f"steps to {100 * THRESHOLD:.0f}% validation accuracy")
-    ax.set_title("Training steps to the threshold (runs that reached it, best learning rate)")
+    ax.set_title("Training steps to the threshold (runs that reached it, selected configuration)")
     return _finish(fig, [ax])
 
 
