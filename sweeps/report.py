@@ -16,9 +16,10 @@ from loglinear.sweeps.paired import Pairing, paired_comparisons, summary_sentenc
 from loglinear.sweeps.plots import write_plots
 from loglinear.sweeps.results import (
     HEADERS, LAMBDA_KEY, MIXER_KEY, MIXER_NAMES, THRESHOLD, Cell, Record, Sweep, is_log_linear, load_sweep,
-    lookup, mean_std, mixer_rank, selected_cells, slice_values,
+    mean_std, mixer_rank, selected_cells, slice_values,
 )
 from loglinear.sweeps.spec import describe
+from loglinear.sweeps.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.sweeps.train import FINISHED
 
 TABLE = "table.md"
@@ -30,7 +31,6 @@ CSV_COLUMNS = (
     "val_score", "test_score",
 )
 """`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions."""
-SEQ_LEN_PREFIX = "test/acc/seq_len="
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the configuration (learning rate, and λ "
     "for a log-linear mixer) with the best mean validation accuracy in each cell (listed below): selected on "
@@ -44,6 +44,12 @@ PAIRED_NOTE = (
     "mixer was better on k of the n shared seeds. Significant only when the interval excludes 0."
 )
 
+LENGTH_NOTE = (
+    "Per test length L: `scaled`, Grazzi et al.'s scaled accuracy (acc - 1/C) / (1 - 1/C) of the test accuracy "
+    "(C classes: chance 0, perfect 1), mean (std) over seeds; `seq %`, full-sequence accuracy (every scored "
+    "position right), mean (std). `(train)` marks lengths inside the training range. With only the final "
+    "position scored (e.g. parity's `scored: last`) both measure the task's answer at length L."
+)
 
 @dataclass
 class Report:
@@ -78,7 +84,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing]) -> str:
         parts += ["## λ parameterisations (log-linear mixers)\n", lambda_table(sweep)]
     lengths = length_table(sweep, cells)
     if lengths:
-        parts += ["## Test accuracy by sequence length (%)\n", lengths]
+        parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired differences (test accuracy)\n", paired_lines(sweep, pairings)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
@@ -169,20 +175,29 @@ def lambda_table(sweep: Sweep) -> str:
 
 
 def length_table(sweep: Sweep, cells: dict) -> Optional[str]:
-    """State tracking: test accuracy at each sequence length of the chosen runs (the training length marked)."""
+    """State tracking: per test length, the scaled accuracy and the full-sequence accuracy of the selected runs."""
     records = [r for r in sweep.records if r.task != "mqar"]
     lengths = sorted({n for r in records for n in slice_values([r], SEQ_LEN_PREFIX)})
     if len(lengths) < 2:
         return None
-    train_lengths = {lookup(r.config, "data.task_args.seq_len") for r in records}
-    train = train_lengths.pop() if len(train_lengths) == 1 else None
-    header = [_header(k) for k in sweep.row_keys] + ["d_model"] + [f"{n} (train)" if n == train else str(n) for n in lengths]
+    trained = {training_lengths(r) for r in records}
+    trained_range = trained.pop() if len(trained) == 1 else None
+    header = [_header(k) for k in sweep.row_keys] + ["d_model"]
+    for n in lengths:
+        mark = " (train)" if trained_range is not None and trained_range[0] <= n <= trained_range[1] else ""
+        header += [f"{n}{mark} scaled", f"{n} seq %"]
     body = []
     for (row, d_model), cell in cells.items():
-        per_length = slice_values([r for r in cell.runs if r.status in FINISHED and r.task != "mqar"], SEQ_LEN_PREFIX)
-        if not per_length:
+        runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
+        if not slice_values(runs, SEQ_LEN_PREFIX):
             continue
-        body.append([*row, str(d_model)] + [_mean_text(per_length.get(n, [])) for n in lengths])
+        classes = num_classes(runs[0])
+        per_length = slice_values(runs, SEQ_LEN_PREFIX)
+        per_length_seq = slice_values(runs, SEQ_ACC_PREFIX)
+        line = [*row, str(d_model)]
+        for n in lengths:
+            line += [_scaled_text([scaled(a, classes) for a in per_length.get(n, [])]), _mean_text(per_length_seq.get(n, []))]
+        body.append(line)
     return markdown_table(header, body) if body else None
 
 
@@ -234,6 +249,13 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _header(key: str) -> str:
     return HEADERS.get(key, key.rsplit(".", 1)[-1])
+
+
+def _scaled_text(values: list[float]) -> str:
+    if not values:
+        return "-"
+    mean, std = mean_std(values)
+    return f"{mean:.2f}" + ("" if std is None else f" ({std:.2f})")
 
 
 def _mean_text(values: list[float]) -> str:

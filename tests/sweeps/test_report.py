@@ -132,6 +132,7 @@ def test_lambda_table_when_the_parameterisation_varies(tmp_path):
 
 def test_state_tracking_and_mqar_slices(tmp_path):
     lengths = {f"test/acc/seq_len={n}": acc for n, acc in ((64, 1.0), (128, 0.8), (512, 0.5))}
+    lengths |= {f"test/acc_seq/seq_len={n}": acc for n, acc in ((64, 0.9), (128, 0.25), (512, 0.0))}
     pairs = {"test/acc/num_kv_pairs=4": 0.9, "test/acc/num_kv_pairs=64": 0.3}
     entries = [run_entry(m, 64, 1e-3, s, finished(0.995, test=lengths), task="parity", data="data/parity.yaml")
                for m in ("mamba2", "gated_deltanet") for s in range(2)]
@@ -142,8 +143,11 @@ def test_state_tracking_and_mqar_slices(tmp_path):
     assert row(main, "Mamba-2", "parity") == [">=99"]
     assert row(main, "Mamba-2", "mqar_paper") == ["50.0 (0.0)"]
     by_length = table_rows(report.table, 3)
-    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train)", "128", "512"]
-    assert row(by_length, "Gated DeltaNet", "parity", "64") == ["100.0 (0.0)", "80.0 (0.0)", "50.0 (0.0)"]
+    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train) scaled", "64 seq %", "128 scaled", "128 seq %",
+                            "512 scaled", "512 seq %"]
+    # parity has 2 classes: scaled accuracy 2 acc - 1 (chance 0), beside full-sequence accuracy in %
+    assert row(by_length, "Gated DeltaNet", "parity", "64") == [
+        "1.00 (0.00)", "90.0 (0.0)", "0.60 (0.00)", "25.0 (0.0)", "0.00 (0.00)", "0.0 (0.0)"]
     assert {"acc_vs_seq_len.png", "mqar_acc_vs_kv_pairs.png"} <= {p.name for p in report.written}
 
 
@@ -154,3 +158,14 @@ def test_report_command_prints_the_table_and_rejects_other_folders(tmp_path, cap
     assert "| Transformer | >=99 | >=99 |" in capsys.readouterr().out
     assert sweep_main(["report", str(tmp_path / "nothing")]) == 2
     assert "manifest.json" in capsys.readouterr().err
+
+
+def test_state_tracking_training_range_comes_from_the_mixture(tmp_path):
+    lengths = {f"test/acc/seq_len={n}": 1.0 for n in (20, 40, 80)}
+    entries = []
+    for seed in range(2):
+        entry = run_entry("mamba2", 32, 1e-3, seed, finished(1.0, test=lengths), task="parity", data="data/parity.yaml")
+        entry["config"]["data"]["mixture"] = [{"seq_len": 10}, {"seq_len": 40}]
+        entries.append(entry)
+    header = table_rows(write_report(make_sweep(tmp_path, entries)).table, 3)[0]
+    assert header[3:] == ["20 (train) scaled", "20 seq %", "40 (train) scaled", "40 seq %", "80 scaled", "80 seq %"]
