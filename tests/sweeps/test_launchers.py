@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
+import subprocess
 
 import pytest
 import yaml
@@ -14,7 +16,7 @@ from loglinear.sweeps.config import load_run_config, to_container
 from loglinear.sweeps.launchers import TrainJob, parse_executor_args
 from loglinear.sweeps.spec import SpecError, expand, load_spec, run_id
 
-from .sweep_helpers import write_spec
+from .sweep_helpers import sweep_cli, write_spec
 
 GRID = {
     "model.mixer": ["attention", "mamba2"],
@@ -106,3 +108,24 @@ def test_submitit_job_array_fills_the_same_run_folders(tmp_path, monkeypatch):
     assert (out / "table.md").is_file() and any((out / "submitit").iterdir())
     requeued = TrainJob().checkpoint(run, str(out / "runs" / run.run_id), 1)
     assert isinstance(requeued, submitit.helpers.DelayedSubmission) and isinstance(requeued.function, TrainJob)
+
+
+def test_a_wandb_agent_command_trains_the_same_run_as_sweep_run(tmp_path, monkeypatch):
+    """The sweep file's command with one grid point's arguments, run by hand as an agent would (wandb off:
+    logger keys are not part of a run), lands in the folder `loglinear sweep run` uses for that point and
+    trains the same run."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec_path = write_spec(tmp_path, {"model.mixer": ["attention"], "train.lr": [3.0e-3]})
+    (run,) = expand(load_spec(spec_path))
+    agent_out, sweep_out = tmp_path / "agent", tmp_path / "sweep"
+    assert sweep_main(["wandb", str(spec_path), "--out", str(agent_out)]) == 0
+    sweep = yaml.safe_load((agent_out / "wandb_sweep.yaml").read_text())
+    command = agent_args(sweep, run.point) + ["logger.wandb.mode=disabled"]
+    agent = subprocess.run([shutil.which("loglinear"), "train", *command], capture_output=True, text=True, timeout=600)
+    assert agent.returncode == 0, agent.stderr
+    assert sweep_cli("run", str(spec_path), "--out", str(sweep_out), "--quiet").returncode == 0
+    assert [p.name for p in (agent_out / "runs").iterdir()] == [p.name for p in (sweep_out / "runs").iterdir()] == [run.run_id]
+    by_agent, by_sweep = (json.loads((out / "runs" / run.run_id / "result.json").read_text()) for out in (agent_out, sweep_out))
+    assert {k: v for k, v in by_agent.items() if k not in ("wall_time_s", "config")} == \
+        {k: v for k, v in by_sweep.items() if k not in ("wall_time_s", "config")}
+    assert identity(load_run_config(str(agent_out / "runs" / run.run_id / "config.yaml"), [])) == identity(run.config)

@@ -5,7 +5,9 @@ reads the queue."""
 
 from __future__ import annotations
 
+import csv
 import json
+import os
 import subprocess
 import sys
 import time
@@ -100,3 +102,45 @@ def test_submission_errors_are_one_line(slurm_cluster, tmp_path, executor, words
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("loglinear sweep: error:") and words in lines[0].lower(), done.stderr
+
+
+def metric_rows(directory: Path) -> list[dict[str, str]]:
+    """metrics.csv's rows that hold a value, without the empty cells."""
+    with open(directory / "metrics.csv", newline="") as f:
+        return [{k: v for k, v in row.items() if v} for row in csv.DictReader(f)]
+
+
+def test_a_requeued_task_resumes_its_run_from_its_checkpoint(slurm_cluster, tmp_path):
+    """`scontrol requeue` (what preemption does): Slurm sends SIGTERM, the run saves a checkpoint, the task
+    goes back to the queue and its next start resumes the run; the result equals an uninterrupted run's."""
+    spec = write_spec(tmp_path, {"model.mixer": ["attention"]},
+                      **{"train.max_steps": 600, "train.val_every": 50, "train.early_stop_threshold": None})
+    run = expand(load_spec(spec))[0]
+    out = tmp_path / "out"
+    directory = out / "runs" / run.run_id
+    sweep = subprocess.Popen([sys.executable, "-m", "loglinear", "sweep", "run", str(spec), "--out", str(out), *SLURM, "--quiet"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    wait_for(lambda: (directory / "last.ckpt").is_file(), "the run's first checkpoint")
+    (task,) = json.loads((out / "slurm_jobs.json").read_text())["jobs"][0]["tasks"]
+    slurm_cluster.run("scontrol", "requeue", task)
+    wait_for(lambda: "PENDING" in slurm_cluster.run("squeue", "--noheader", "--array", "--format=%T", f"--jobs={task}"),
+             "the task back in the queue")
+    rows_before = metric_rows(directory)
+    assert not (directory / "result.json").is_file()
+    slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")  # Slurm holds a requeued job back 2 minutes
+    stdout, stderr = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, stderr
+    result = json.loads((directory / "result.json").read_text())
+    log = (directory / "train.log").read_text()
+    assert result["status"] == "max_steps" and result["step"] == 600, log
+    assert log.count("=== ") == 2, log  # two sessions: before and after the requeue
+    rows_after = metric_rows(directory)
+    assert [row for row in rows_before if row in rows_after] == rows_before
+
+    reference = tmp_path / "reference"
+    train = subprocess.run([sys.executable, "-m", "loglinear", "train", str(directory / "config.yaml"), f"out_dir={reference}"],
+                           capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert train.returncode == 0, train.stderr
+    expected = json.loads((reference / "result.json").read_text())
+    for key in ("status", "step", "val_accuracy", "steps_to_threshold", "final_val", "test", "params"):
+        assert result[key] == expected[key], key
