@@ -13,7 +13,8 @@ Both start exactly the `loglinear train` command of the local runner, so a run l
 
 from __future__ import annotations
 
-import json
+import contextlib
+import io
 import signal
 import subprocess
 import sys
@@ -27,10 +28,8 @@ from loglinear.sweeps.manifest import RUNS, is_finished, run_dir, status_of
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import GRACE_S, SweepOutcome, cpu_count, finish_run, start_run
 from loglinear.sweeps.spec import Run, SpecError, SweepSpec, command_line_value, override
-from loglinear.sweeps.train import write_json_atomic
 
 SUBMITIT_FOLDER = "submitit"
-JOBS_FILE = "slurm_jobs.json"
 SUBMITIT_DEFAULTS: dict[str, Any] = {"timeout_min": 24 * 60}
 """AutoExecutor parameters unless given with --executor KEY=VALUE (e.g. slurm_partition=gpu); on Slurm,
 the time limit, CPUs and GPUs per task fit the partition (`partition_defaults`)."""
@@ -99,13 +98,14 @@ def partition_defaults(params: dict[str, Any]) -> dict[str, Any]:
 def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], executor_args: dict[str, Any],
                  progress: Progress) -> SweepOutcome:
     """Submit the unfinished runs as one job array, then follow them until they end (Ctrl-C stops
-    following; the jobs go on). A job that Slurm will never start is cancelled: a SlurmError with
-    Slurm's reason. sbatch's and submitit's refusals are SlurmErrors too (one line)."""
+    following; the jobs go on). On Slurm, runs whose task of an earlier submission is still in the
+    queue are followed, not submitted again; a job that Slurm will never start is cancelled (a
+    SlurmError with Slurm's reason). sbatch's and submitit's refusals are one-line errors too."""
     try:
         import submitit
     except ImportError:
         raise SpecError("--launcher submitit needs submitit: pip install 'loglinear[slurm]'") from None
-    from loglinear.sweeps.slurm import SlurmError, error_line
+    from loglinear.sweeps.slurm import queued_tasks, record_submission
 
     todo = [r for r in runs if not is_finished(run_dir(out, r.run_id))]
     statuses = {r.run_id: status_of(run_dir(out, r.run_id)) for r in runs}
@@ -113,15 +113,46 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], 
     if not todo:
         return SweepOutcome(statuses)
     params = {"name": f"loglinear-{name}", **executor_args}
-    cluster = params.pop("cluster", None)
-    executor = submitit.AutoExecutor(folder=out / SUBMITIT_FOLDER, cluster=cluster)
+    executor = submitit.AutoExecutor(folder=out / SUBMITIT_FOLDER, cluster=params.pop("cluster", None))
+    local = executor.cluster != "slurm"
+    followed = {} if local else {rid: task for rid, (task, _) in queued_tasks(out).items()}
+    if followed:
+        print(f"{len(followed)} runs are still in Slurm's queue from an earlier submission: following them", file=sys.stderr)
+    submit = [r for r in todo if r.run_id not in followed]
+    jobs = _submit(executor, submit, out, workers, params) if submit else []
+    if jobs:
+        print(f"submitted {len(jobs)} runs as {executor.cluster} job {jobs[0].job_id.split('_')[0]} "
+              f"(logs: {out / SUBMITIT_FOLDER})", file=sys.stderr)
+    try:
+        if local:
+            return _follow_local(submit, jobs, out, statuses, progress)
+        if jobs:
+            record_submission(out, jobs[0].job_id.split("_")[0], {job.job_id: r.run_id for r, job in zip(submit, jobs)})
+        followed.update({r.run_id: job.job_id for r, job in zip(submit, jobs)})
+        return _follow_slurm(followed, out, statuses, progress)
+    except KeyboardInterrupt:
+        progress.close()
+        if local:  # the local jobs got the terminal's Ctrl-C too
+            print("interrupted; the same command resumes the sweep (finished runs are skipped)", file=sys.stderr)
+        else:
+            arrays = " ".join(sorted({t.split("_")[0] for t in followed.values()}))
+            print(f"stopped following Slurm job {arrays}; its tasks go on (cancel: scancel {arrays}). "
+                  f"Their state: loglinear sweep status {out}", file=sys.stderr)
+        return SweepOutcome(statuses, interrupted=True)
+
+
+def _submit(executor: Any, runs: list[Run], out: Path, workers: Optional[int], params: dict[str, Any]) -> list[Any]:
+    """Submit `runs` as one array of TrainJob tasks; the submitit jobs."""
+    import submitit
+
+    from loglinear.sweeps.slurm import SlurmError, error_line
+
     if workers:
         params["slurm_array_parallelism"] = workers
-    local = executor.cluster != "slurm"
-    if local:  # every local job starts at once: share the cores
+    if executor.cluster != "slurm":  # every local job starts at once: share the cores
         params = {**SUBMITIT_DEFAULTS, **params}
         params.pop("gpus_per_node", None)
-        threads = max(1, cpu_count() // len(todo))
+        threads = max(1, cpu_count() // len(runs))
     else:
         params = {**partition_defaults(params), **params}
         threads = int(params.get("cpus_per_task") or params.get("slurm_cpus_per_task") or 1)
@@ -129,33 +160,21 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], 
         executor.update_parameters(**params)
     except (ValueError, NameError) as e:  # submitit lists every valid parameter: keep the first line
         raise SpecError(f"--executor: {str(e).strip().splitlines()[0]}") from None
-    dirs = [str(run_dir(out, r.run_id).resolve()) for r in todo]
+    dirs = [str(run_dir(out, r.run_id).resolve()) for r in runs]
+    printed = io.StringIO()  # submitit prints sbatch's error before raising it: it is said once, below
     try:
-        jobs = executor.map_array(TrainJob(), todo, dirs, [threads] * len(todo))
+        with contextlib.redirect_stderr(printed):
+            jobs = executor.map_array(TrainJob(), runs, dirs, [threads] * len(runs))
     except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError) as e:
         raise SlurmError(f"the job array was not submitted: {error_line(str(e))}") from None
-    array = jobs[0].job_id.split("_")[0]
-    print(f"submitted {len(jobs)} runs as {executor.cluster} job {array} (logs: {out / SUBMITIT_FOLDER})", file=sys.stderr)
-    if not local:
-        _record_jobs(out, array, {job.job_id: run.run_id for run, job in zip(todo, jobs)})
-    try:
-        if local:
-            return _follow_local(todo, jobs, out, statuses, progress)
-        return _follow_slurm(todo, [job.job_id for job in jobs], array, out, statuses, progress)
-    except KeyboardInterrupt:
-        progress.close()
-        if local:  # the local jobs got the terminal's Ctrl-C too
-            print("interrupted; the same command resumes the sweep (finished runs are skipped)", file=sys.stderr)
-        else:
-            print(f"stopped following job {array}; its tasks go on (cancel: scancel {array}). "
-                  f"Their state: loglinear sweep status {out}", file=sys.stderr)
-        return SweepOutcome(statuses, interrupted=True)
+    sys.stderr.write(printed.getvalue())
+    return jobs
 
 
-def _follow_local(todo: list[Run], jobs: list[Any], out: Path, statuses: dict[str, str], progress: Progress) -> SweepOutcome:
+def _follow_local(runs: list[Run], jobs: list[Any], out: Path, statuses: dict[str, str], progress: Progress) -> SweepOutcome:
     while True:
         done = [job.done() for job in jobs]
-        for run, job, finished in zip(todo, jobs, done):
+        for run, job, finished in zip(runs, jobs, done):
             statuses[run.run_id] = status_of(run_dir(out, run.run_id)) if finished else "running"
         progress.update(list(statuses.values()))
         if all(done):
@@ -163,33 +182,26 @@ def _follow_local(todo: list[Run], jobs: list[Any], out: Path, statuses: dict[st
         time.sleep(0.5)
 
 
-def _follow_slurm(todo: list[Run], task_ids: list[str], array: str, out: Path, statuses: dict[str, str],
-                  progress: Progress) -> SweepOutcome:
-    """Follow the array's tasks in Slurm's queue until none is left (a requeued task stays in the queue)."""
+def _follow_slurm(tasks: dict[str, str], out: Path, statuses: dict[str, str], progress: Progress) -> SweepOutcome:
+    """Follow the tasks (run id -> Slurm task id) in Slurm's queue until none is left (a requeued task
+    stays in the queue)."""
     from loglinear.sweeps.slurm import SlurmError, client, queue
 
+    arrays = sorted({t.split("_")[0] for t in tasks.values()})
     while True:
-        queued = queue([array])
-        for run, task_id in zip(todo, task_ids):
+        queued = queue(arrays)
+        for rid, task_id in tasks.items():
             task = queued.get(task_id)
             if task is not None and task.never_starts:
+                array = task_id.split("_")[0]
                 client("scancel", array)
                 raise SlurmError(f"Slurm will never start job {array} (reason {task.reason}: {task.never_starts}); "
                                  f"cancelled it. Compare the --executor values with `scontrol show partition`")
-            statuses[run.run_id] = status_of(run_dir(out, run.run_id)) if task is None else (
-                "running" if task.running else "pending")
+            statuses[rid] = status_of(run_dir(out, rid)) if task is None else ("running" if task.running else "pending")
         progress.update(list(statuses.values()))
         if not queued:
             return SweepOutcome(statuses)
         time.sleep(WAIT_POLL_S)
-
-
-def _record_jobs(out: Path, array: str, tasks: dict[str, str]) -> None:
-    """Append the submission (Slurm task id -> run id) to `<out>/slurm_jobs.json`, for `loglinear sweep status`."""
-    path = out / JOBS_FILE
-    record = json.loads(path.read_text()) if path.is_file() else {"jobs": []}
-    record["jobs"].append({"job": array, "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "tasks": tasks})
-    write_json_atomic(path, record)
 
 
 def parse_executor_args(items: list[str]) -> dict[str, Any]:

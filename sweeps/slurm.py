@@ -1,4 +1,5 @@
-"""What Slurm says about a sweep: its jobs in the queue (`squeue`) and the nodes of a partition (`sinfo`).
+"""What Slurm says about a sweep: its jobs in the queue (`squeue`) and the nodes of a partition (`sinfo`);
+and the sweep's own record of its submissions (`<out>/slurm_jobs.json`: Slurm task id -> run id).
 
 Plain calls to the Slurm client commands; the accounting database (`sacct`) is not needed, so this
 works on clusters without one. A task that left the queue has ended: its run folder says how.
@@ -6,14 +7,19 @@ works on clusters without one. A task that left the queue has ended: its run fol
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Optional
 
 from loglinear.sweeps.config import ConfigError
+from loglinear.sweeps.train import write_json_atomic
 
+JOBS_FILE = "slurm_jobs.json"
 QUEUE_FORMAT = "%i|%T|%r"
 CLIENT_TIMEOUT_S = 60.0
 NEVER_STARTS = {
@@ -95,6 +101,32 @@ def queue(job_ids: list[str]) -> dict[str, QueuedTask]:
         if task_id.split("_")[0] in wanted:
             tasks[task_id] = QueuedTask(state.strip(), reason.strip())
     return tasks
+
+
+def record_submission(out: Path, job: str, tasks: dict[str, str]) -> None:
+    """Append a submission (its job id, Slurm task id -> run id) to `<out>/slurm_jobs.json`."""
+    path = out / JOBS_FILE
+    record = json.loads(path.read_text()) if path.is_file() else {"jobs": []}
+    record["jobs"].append({"job": job, "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "tasks": tasks})
+    write_json_atomic(path, record)
+
+
+def latest_tasks(out: Path) -> dict[str, str]:
+    """Run id -> its task id in the latest submission that holds it."""
+    path = out / JOBS_FILE
+    if not path.is_file():
+        return {}
+    tasks: dict[str, str] = {}
+    for job in json.loads(path.read_text())["jobs"]:
+        tasks.update({run_id: task_id for task_id, run_id in job["tasks"].items()})
+    return tasks
+
+
+def queued_tasks(out: Path) -> dict[str, tuple[str, QueuedTask]]:
+    """Run id -> (task id, its state) for the runs of `out` whose latest task is still in Slurm's queue."""
+    tasks = latest_tasks(out)
+    queued = queue(sorted({t.split("_")[0] for t in tasks.values()}))
+    return {rid: (t, queued[t]) for rid, t in tasks.items() if t in queued}
 
 
 def partition(name: Optional[str] = None) -> Partition:

@@ -9,13 +9,11 @@ submitted or changed.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from loglinear.sweeps.launchers import JOBS_FILE
 from loglinear.sweeps.manifest import read_manifest, result_of, run_dir
 from loglinear.sweeps.train import FINISHED, resume_checkpoint
 
@@ -32,24 +30,13 @@ class RunState:
     point: str = ""
 
 
-def latest_tasks(out: Path) -> dict[str, str]:
-    """Run id -> its task id in the latest Slurm submission that holds it."""
-    path = out / JOBS_FILE
-    if not path.is_file():
-        return {}
-    tasks: dict[str, str] = {}
-    for job in json.loads(path.read_text())["jobs"]:
-        tasks.update({run_id: task_id for task_id, run_id in job["tasks"].items()})
-    return tasks
-
-
 def sweep_status(out: Path) -> list[RunState]:
     """The standing of every run of the sweep in `out` (its manifest's runs, in order)."""
-    from loglinear.sweeps.slurm import queue
+    from loglinear.sweeps.slurm import latest_tasks, queued_tasks
 
     manifest = read_manifest(out)
     tasks = latest_tasks(out)
-    queued = queue(sorted({t.split("_")[0] for t in tasks.values()})) if tasks else {}
+    queued = {t: task for t, task in queued_tasks(out).values()}
     states = []
     for entry in manifest["runs"]:
         rid = entry["id"]

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from loglinear.sweeps import slurm
-from loglinear.sweeps.launchers import JOBS_FILE, partition_defaults
+from loglinear.sweeps.launchers import partition_defaults
 from loglinear.sweeps.manifest import write_manifest
-from loglinear.sweeps.slurm import Partition, QueuedTask, SlurmError, gpus_in, minutes
+from loglinear.sweeps.slurm import JOBS_FILE, Partition, QueuedTask, SlurmError, gpus_in, minutes
 from loglinear.sweeps.spec import expand, load_spec
 from loglinear.sweeps.status import format_status, sweep_status
 from loglinear.sweeps.train import write_json_atomic
