@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,22 +53,30 @@ def test_partition_defaults_fit_the_cpu_partition(slurm_cluster):
 
 
 def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
+    """The README's command; Ctrl-C stops following (the tasks go on), and the same command again
+    follows the queued tasks instead of submitting them twice."""
     spec = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2", "log_linear_mamba2"]})
     runs = expand(load_spec(spec))
     out = tmp_path / "out"
-    sweep = subprocess.Popen([sys.executable, "-m", "loglinear", "sweep", "run", str(spec), "--out", str(out), *SLURM,
-                              "--workers", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = ["run", str(spec), "--out", str(out), *SLURM, "--workers", "2"]
+    sweep = subprocess.Popen([sys.executable, "-m", "loglinear", "sweep", *command], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
     # two tasks at a time (--workers 2): the third waits in the queue with Slurm's reason
     seen = wait_for(lambda: _status_with(out, "running", "pending (JobArrayTaskLimit"), "a running and a throttled run")
     assert len(seen.splitlines()) == 1 + len(runs)
-    stdout, stderr = sweep.communicate(timeout=600)
-    assert sweep.returncode == 0, stderr
+    sweep.send_signal(signal.SIGINT)
+    _, stderr = sweep.communicate(timeout=60)
+    assert sweep.returncode == 130 and "its tasks go on" in stderr, stderr
+    again = sweep_cli(*command)
+    assert again.returncode == 0, again.stderr
+    assert "still in Slurm's queue from an earlier submission" in again.stderr
+    assert len(json.loads((out / "slurm_jobs.json").read_text())["jobs"]) == 1
     table = (out / "table.md").read_text()
     for run in runs:
         assert json.loads((out / "runs" / run.run_id / "result.json").read_text())["status"] == "max_steps"
-    assert f"None: all {len(runs)} runs finished." in table and "Mamba-2" in stdout
+    assert f"None: all {len(runs)} runs finished." in table and "Mamba-2" in again.stdout
     script = submission_script(out)
-    assert f"--partition={PARTITION}" in script and "--cpus-per-task=1" in script
+    assert f"--partition={PARTITION}" in script and "--cpus-per-task=1" in script and f"--time={MAX_MINUTES}" in script
     assert "gpu" not in script.lower()
     status = sweep_cli("status", str(out))
     assert status.returncode == 0, status.stderr
