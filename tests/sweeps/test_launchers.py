@@ -6,14 +6,18 @@ from __future__ import annotations
 import itertools
 import json
 import shutil
+import signal
 import subprocess
+import sys
 
 import pytest
 import yaml
 
 from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.config import load_run_config, to_container
+from loglinear.sweeps import launchers
 from loglinear.sweeps.launchers import TrainJob, parse_executor_args
+from loglinear.sweeps.runner import RunProcess
 from loglinear.sweeps.spec import SpecError, expand, load_spec, run_id
 
 from .sweep_helpers import sweep_cli, write_spec
@@ -129,3 +133,20 @@ def test_a_wandb_agent_command_trains_the_same_run_as_sweep_run(tmp_path, monkey
     assert {k: v for k, v in by_agent.items() if k not in ("wall_time_s", "config")} == \
         {k: v for k, v in by_sweep.items() if k not in ("wall_time_s", "config")}
     assert identity(load_run_config(str(agent_out / "runs" / run.run_id / "config.yaml"), [])) == identity(run.config)
+
+
+@pytest.mark.parametrize("stop", ["os.kill(os.getpid(), signal.SIGTERM)", "sys.exit(143)"])
+def test_a_task_whose_run_slurm_stopped_exits_without_a_result(tmp_path, monkeypatch, stop):
+    """SIGTERM from Slurm (requeue, preemption): `loglinear train` saves and exits 143 (or dies of the signal);
+    the task exits too, with no result for submitit and none in the run folder, so a requeued task resumes the run."""
+    run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
+
+    def start_run(run, directory, env):
+        process = subprocess.Popen([sys.executable, "-c", f"import os, signal, sys; {stop}"])
+        return RunProcess(run, directory, process, open(tmp_path / "train.log", "a"), 0)
+
+    monkeypatch.setattr(launchers, "start_run", start_run)
+    with pytest.raises(SystemExit) as stopped:
+        TrainJob()(run, str(tmp_path), 1)
+    assert stopped.value.code in (143, -signal.SIGTERM)
+    assert not (tmp_path / "result.json").exists()
