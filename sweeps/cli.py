@@ -124,8 +124,16 @@ def _status(args: argparse.Namespace) -> int:
     from loglinear.sweeps.manifest import read_manifest
     from loglinear.sweeps.status import format_status, sweep_status
 
+    from loglinear.sweeps.slurm import SlurmError
+
     out = Path(args.dir)
-    print(format_status(read_manifest(out)["name"], sweep_status(out)))
+    try:
+        states = sweep_status(out)
+    except SlurmError as e:
+        print(f"loglinear sweep status: Slurm's queue is not readable here ({e}); runs without a result are shown as "
+              f"stopped or not started", file=sys.stderr)
+        states = sweep_status(out, with_queue=False)
+    print(format_status(read_manifest(out)["name"], states))
     return 0
 
 

@@ -30,13 +30,14 @@ class RunState:
     point: str = ""
 
 
-def sweep_status(out: Path) -> list[RunState]:
-    """The standing of every run of the sweep in `out` (its manifest's runs, in order)."""
+def sweep_status(out: Path, with_queue: bool = True) -> list[RunState]:
+    """The standing of every run of the sweep in `out` (its manifest's runs, in order); without the
+    queue (`with_queue=False`) a run without a result is `stopped` or `not started`."""
     from loglinear.sweeps.slurm import latest_tasks, queued_tasks
 
     manifest = read_manifest(out)
     tasks = latest_tasks(out)
-    queued = {t: task for t, task in queued_tasks(out).values()}
+    queued = {t: task for t, task in queued_tasks(out).values()} if with_queue else {}
     states = []
     for entry in manifest["runs"]:
         rid = entry["id"]

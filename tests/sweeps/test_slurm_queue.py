@@ -8,6 +8,7 @@ import json
 import pytest
 
 from loglinear.sweeps import slurm
+from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.launchers import partition_defaults
 from loglinear.sweeps.manifest import write_manifest
 from loglinear.sweeps.slurm import JOBS_FILE, Partition, QueuedTask, SlurmError, gpus_in, minutes
@@ -92,3 +93,17 @@ def test_sweep_status_from_run_folders_and_the_queue(tmp_path, fake_slurm):
     text = format_status("tiny", list(states.values()))
     assert text.splitlines()[0] == "tiny: 6 runs: 1 done, 1 failed, 2 pending, 1 running, 1 stopped"
     assert "12_1" in text and "train.lr=0.004" in text
+
+
+def test_sweep_status_without_slurm_reads_the_run_folders(tmp_path, monkeypatch, capsys):
+    spec = load_spec(write_spec(tmp_path, {"train.lr": [1.0e-3, 2.0e-3]}))
+    runs = expand(spec)
+    out = tmp_path / "out"
+    write_manifest(out, spec, runs)
+    write_json_atomic(out / "runs" / runs[0].run_id / "result.json", {"status": "early_stopped"})
+    (out / JOBS_FILE).write_text(json.dumps({"jobs": [{"job": "12", "tasks": {"12_0": runs[1].run_id}}]}))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no squeue
+    assert sweep_main(["status", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "queue is not readable here (squeue not found" in captured.err
+    assert captured.out.splitlines()[0] == "tiny: 2 runs: 1 done, 1 not started"
