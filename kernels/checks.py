@@ -119,7 +119,7 @@ def check_levels(lam: Tensor | None, state: LogLinearState | None, T: int) -> in
 
 
 def check_values(q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None) -> None:
-    """g <= 0 and every input finite (skipped inside `value_checks(False)`)."""
+    """g <= 0, beta in [0, 2] and every input finite (skipped inside `value_checks(False)`)."""
     if not _value_checks:
         return
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("lam", lam), ("beta", beta)):
@@ -128,3 +128,7 @@ def check_values(q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None,
             raise ValueError(f"{name} of shape {_fmt(tuple(x.shape))} has non-finite values")
     if bool((g > 0).any()):
         raise ValueError(f"g is the log of a decay in (0, 1] and must be <= 0; max is {float(g.max())}")
+    if beta is not None and bool(((beta < 0) | (beta > 2)).any()):
+        raise ValueError(
+            f"beta must be in [0, 2] (2: a reflection, eigenvalue -1); it ranges over [{float(beta.min())}, {float(beta.max())}]"
+        )

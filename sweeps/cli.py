@@ -25,6 +25,7 @@ sweeps_out/<name>). Rerunning a sweep skips finished runs and resumes interrupte
   loglinear sweep status sweeps_out/demo_cpu                   # done / running / pending (Slurm's reason) / failed
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
   loglinear sweep report sweeps_out/demo_cpu                   # results.csv, table.md, plots
+  loglinear sweep report sweeps_out/demo_cpu --lambda          # and lambda by level per cell (lambda_levels.md)
 
 Exit status: 0 all runs finished, 1 some run failed or did not finish, 2 bad spec or usage, 130 interrupted.
 """
@@ -68,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
 
     report = commands.add_parser("report", help="write results.csv, table.md and plots of a sweep folder")
     report.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
+    report.add_argument("--lambda", dest="lambda_levels", action="store_true",
+                        help="also inspect every log-linear run and plot lambda by level per cell (lambda_levels.md)")
     report.set_defaults(command=_report)
 
     wandb = commands.add_parser("wandb", help="write a wandb sweep file whose runs are `loglinear train` commands")
@@ -139,6 +142,13 @@ def _status(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     _print_report(Path(args.dir))
+    if args.lambda_levels:
+        from loglinear.sweeps.lambda_plots import write_lambda_report
+
+        written, skipped = write_lambda_report(Path(args.dir))
+        print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+        for name, reason in skipped.items():
+            print(f"skipped {name}: {reason}", file=sys.stderr)
     return 0
 
 

@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.models.config import ModelConfig
 from loglinear.models.lit import TrainConfig
 from loglinear.synthetics import DataConfig
-from loglinear.synthetics.config import evaluation_sets, training_set, validation_sets
+from loglinear.synthetics.config import as_data_config, evaluation_sets, training_set, validation_sets
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("data", "model", "train", "logger")
@@ -74,12 +75,27 @@ def _find(path: str, beside: Optional[Path]) -> Path:
     raise ConfigError(f"config file {path!r} not found (looked in {', '.join(str(c.parent) for c in candidates)})")
 
 
+def load_mapping(path: Path, what: str) -> DictConfig:
+    """The YAML mapping in `path`; a file that is not one is a one-line ConfigError naming it."""
+    try:
+        loaded = OmegaConf.load(path)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot be read ({e.strerror})") from None
+    if not isinstance(loaded, DictConfig):
+        raise ConfigError(f"{path}: {what} must be a YAML mapping (key: value lines), got a {type(loaded).__name__}")
+    return loaded
+
+
 def _load_groups(cfg: DictConfig, beside: Optional[Path]) -> DictConfig:
     """Replace group values that are paths of YAML files by the files' contents."""
     for group in GROUPS:
         value = cfg.get(group) if group in cfg else None
         if isinstance(value, str):
-            cfg[group] = OmegaConf.load(_find(value, beside))
+            cfg[group] = load_mapping(_find(value, beside), f"a {group} group file")
     return cfg
 
 
@@ -89,7 +105,7 @@ def user_config(preset: Optional[str | Path], overrides: Sequence[str] = (), bas
         cfg = OmegaConf.create({})
         if preset is not None:
             path = _find(str(preset), None)
-            cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.load(path), path.parent))
+            cfg = OmegaConf.merge(cfg, _load_groups(load_mapping(path, "a run preset"), path.parent))
         if base:
             cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.create(dict(base)), None))
         # whole-group files first, replacing the preset's group (data=data/s5.yaml inherits nothing from
@@ -112,6 +128,10 @@ def resolve(user: DictConfig) -> RunConfig:
         if OmegaConf.is_missing(merged, "data") or OmegaConf.is_missing(merged.data, "task"):
             raise ConfigError("data.task is required: give a data preset (data=data/mqar_cpu.yaml) or data.task=...")
         data: DataConfig = OmegaConf.to_object(merged.data)  # type: ignore[assignment]
+        try:
+            as_data_config(data)
+        except (ValueError, TypeError) as e:
+            raise ConfigError(f"data.{str(e).splitlines()[0]}") from None
         try:
             sets = [training_set(data), *validation_sets(data), *evaluation_sets(data)]
         except (ValueError, TypeError) as e:

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loglinear.sweeps.config import ConfigError
+from loglinear.sweeps.files import write_json_atomic
 from loglinear.sweeps.spec import Run, SweepSpec
-from loglinear.sweeps.train import FINISHED, read_result, write_json_atomic
+from loglinear.sweeps.train import FINISHED, read_result
 
 MANIFEST = "manifest.json"
 RUNS = "runs"
@@ -52,7 +54,15 @@ def read_manifest(out: Path) -> dict[str, Any]:
     path = out / MANIFEST
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: {out} is not a sweep folder (run `loglinear sweep run SPEC --out {out}`)")
-    return json.loads(path.read_text())
+    rewrite = f"rerun `loglinear sweep run SPEC --out {out}` (or --dry-run) to write it anew"
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{path} is corrupt ({e}); {rewrite}") from None
+    runs = manifest.get("runs") if isinstance(manifest, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in runs):
+        raise ConfigError(f"{path} is not a sweep manifest (no list of runs with ids); {rewrite}")
+    return manifest
 
 
 def status_of(directory: Path) -> str:

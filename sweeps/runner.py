@@ -16,7 +16,6 @@ import collections
 import contextlib
 import ctypes
 import dataclasses
-import fcntl
 import os
 import signal
 import subprocess
@@ -24,20 +23,22 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, Optional
 
-from loglinear.sweeps.config import ConfigError, to_yaml
+from loglinear.sweeps import lock
+from loglinear.sweeps.config import to_yaml
 from loglinear.sweeps.manifest import CONFIG, LOG, RESULT, is_finished, run_dir, status_of
 from loglinear.sweeps.progress import Progress, eta_seconds
 from loglinear.sweeps.spec import Run
-from loglinear.sweeps.train import FINISHED, write_json_atomic
+from loglinear.sweeps.files import write_json_atomic
+from loglinear.sweeps.train import FINISHED
 
 POLL_S = 0.2
 GRACE_S = 60.0
 """How long interrupted runs get to save their checkpoints before they are killed."""
-INTERRUPTED = 130
-"""Exit status of an interrupted `loglinear train` (its run resumes when started again)."""
+INTERRUPTED = (130, 143)
+"""Exit statuses of an interrupted `loglinear train` (SIGINT, SIGTERM): its run resumes when started again."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCK = ".runner.lock"
 
@@ -174,17 +175,9 @@ def run_local(runs: list[Run], out: Path, workers: Optional[int] = None, progres
         progress.close()
 
 
-@contextlib.contextmanager
-def exclusive(out: Path) -> Iterator[None]:
-    """Hold `out/.runner.lock` (a ConfigError if another process holds it): two runners on one folder
-    would train the same runs twice."""
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / LOCK, "w") as lock:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"another `loglinear sweep run` is running in {out}; wait for it or stop it first") from None
-        yield
+def exclusive(out: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold `out/.runner.lock`: two runners on one folder would train the same runs twice."""
+    return lock.exclusive(out / LOCK, f"another `loglinear sweep run` is running in {out}; wait for it or stop it first")
 
 
 def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> RunProcess:
@@ -210,7 +203,7 @@ def finish_run(job: RunProcess) -> str:
     result = job.directory / RESULT
     wrote_result = result.is_file() and result.stat().st_mtime_ns != job.result_mtime
     code = job.process.returncode
-    if code not in (0, INTERRUPTED) and not wrote_result:
+    if code != 0 and code not in INTERRUPTED and not wrote_result:
         write_json_atomic(result, {
             "status": "failed",
             "error": f"loglinear train exited with status {code} without a result: {_last_line(job.directory / LOG)}",

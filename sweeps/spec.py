@@ -40,7 +40,7 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from loglinear.sweeps.config import CONFIGS_DIR, GROUPS, ConfigError, RunConfig, load_run_config
+from loglinear.sweeps.config import CONFIGS_DIR, GROUPS, ConfigError, RunConfig, load_mapping, load_run_config
 
 SPEC_KEYS = ("name", "base", "grid", "zip")
 ID_EXCLUDED = ("out_dir", "logger")
@@ -99,9 +99,11 @@ def load_spec(path: str | Path) -> SweepSpec:
     if not path.is_file():
         raise SpecError(f"sweep spec {str(path)!r} not found")
     try:
-        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    except (OmegaConfBaseException, ValueError) as e:  # OmegaConf reports YAML syntax errors as ValueErrors
-        raise SpecError(f"{path}: not a valid YAML file: {str(e).splitlines()[0]}") from None
+        raw = OmegaConf.to_container(load_mapping(path, "a sweep spec"), resolve=True)
+    except ConfigError as e:
+        raise SpecError(str(e)) from None
+    except (OmegaConfBaseException, ValueError) as e:  # e.g. an interpolation that does not resolve
+        raise SpecError(f"{path}: not a valid spec: {str(e).splitlines()[0]}") from None
     return parse_spec(raw, path)
 
 

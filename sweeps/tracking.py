@@ -1,4 +1,4 @@
-"""`RunTracker`: a Lightning callback holding a run's verdict so far, saved in every checkpoint."""
+"""`RunTracker`: a Lightning callback holding a run's record so far, saved in every checkpoint."""
 
 from __future__ import annotations
 
@@ -7,16 +7,21 @@ from typing import Any, Optional
 
 import lightning as L
 
+from loglinear.sweeps.metrics_file import MetricsFile
+
 
 class RunTracker(L.Callback):
     """Best `val/acc`, the first step where it exceeded the threshold, whether the run has stopped,
-    and the wall time of earlier sessions of a resumed run."""
+    the latest validation's metrics, the wall time of earlier sessions of a resumed run, and how many metrics.csv rows were written
+    (`metrics` is saved with each checkpoint, so a resume keeps exactly the rows before it)."""
 
-    def __init__(self, threshold: Optional[float]) -> None:
+    def __init__(self, threshold: Optional[float], metrics: Optional[MetricsFile] = None) -> None:
         self.threshold = threshold
+        self.metrics = metrics
         self.best: Optional[float] = None
         self.steps_to_threshold: Optional[int] = None
         self.last_val_step: Optional[int] = None
+        self.last_val: dict[str, float] = {}  # the metrics of the latest validation (the final one at the end)
         self.stopped = False
         self.elapsed_before = 0.0
         self._session_start = time.time()
@@ -31,6 +36,7 @@ class RunTracker(L.Callback):
             return
         acc = float(acc)
         self.last_val_step = trainer.global_step
+        self.last_val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         self.best = acc if self.best is None else max(self.best, acc)
         if self.threshold is not None and acc > self.threshold:
             self.stopped = True
@@ -42,14 +48,17 @@ class RunTracker(L.Callback):
             "best": self.best,
             "steps_to_threshold": self.steps_to_threshold,
             "last_val_step": self.last_val_step,
+            "last_val": self.last_val,
             "stopped": self.stopped,
             "elapsed": self.elapsed_before + time.time() - self._session_start,
+            "metrics_rows": self.metrics.flush() if self.metrics is not None else 0,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.best = state["best"]
         self.steps_to_threshold = state["steps_to_threshold"]
         self.last_val_step = state["last_val_step"]
+        self.last_val = state.get("last_val", {})
         self.stopped = state["stopped"]
         self.elapsed_before = state["elapsed"]
         self._session_start = time.time()

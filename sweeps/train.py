@@ -1,17 +1,20 @@
 """One training run: `train(cfg)` fits, early-stops, tests and leaves a verdict in the run directory.
 
 The run directory (`cfg.out_dir`) holds:
-- `config.yaml`  the resolved configuration (a rerun with another config there is refused);
-- `metrics.csv`  every logged metric (Lightning's CSVLogger; a resumed run appends, so the steps
-                 between the last checkpoint and an interruption appear twice: the later row wins);
-- `last.ckpt`    saved after every validation, and `interrupted.ckpt` on Ctrl-C / SIGTERM; a rerun
-                 resumes from the newer on exactly the data stream it would have seen (batches are
-                 keyed by (seed, step));
+- `config.yaml`  the resolved configuration (a rerun with another config is refused once the run has
+                 made progress there: a checkpoint or a result);
+- `metrics.csv`  every logged metric (`metrics_file.MetricsFile`), kept whole across resumes;
+- `last.ckpt`    saved after every validation and at the end of training, and `interrupted.ckpt` when a
+                 signal stopped the run; a rerun resumes from the newer on exactly the data stream and
+                 validation schedule it would have seen (batches are keyed by (seed, step));
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold`, `params`,
                  `wall_time_s`, the final validation and test metrics (per slice), and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
+- `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
+An interrupted run (SIGINT, SIGTERM, kill -9, a full disk) resumes to the same validation rows, result
+(apart from wall time) and final weights as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -22,34 +25,42 @@ import json
 import logging
 import math
 import os
-import tempfile
+import sys
 import time
 import traceback
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 from omegaconf import OmegaConf
 
+from loglinear.sweeps import lock
+from loglinear.sweeps.checkpoints import INTERRUPTED, LAST, Resume, resume_point
 from loglinear.sweeps.config import ConfigError, RunConfig, to_container, to_yaml
+from loglinear.sweeps.files import DiskFull, write_json_atomic, write_text_atomic
+from loglinear.sweeps.interrupt import Interrupted
 
 FINISHED = ("early_stopped", "max_steps", "diverged")
 STATUSES = (*FINISHED, "failed")
-
-
-def write_json_atomic(path: Path, payload: dict[str, Any]) -> None:
-    """Write JSON through a temporary file and a rename, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(payload, f, indent=2, default=_jsonable)
-    os.replace(tmp, path)
+RESULT = "result.json"
+CONFIG = "config.yaml"
+LOCK = ".lock"
 
 
 def read_result(out_dir: str | Path) -> Optional[dict[str, Any]]:
-    path = Path(out_dir) / "result.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    """The run's result.json, or None when it has none; an unreadable one is a ValueError naming it."""
+    path = Path(out_dir) / RESULT
+    if not path.is_file():
+        return None
+    try:
+        result = json.loads(path.read_text())
+    except ValueError as e:
+        raise ValueError(f"{path} is not valid JSON ({e})") from None
+    if not isinstance(result, dict):
+        raise ValueError(f"{path} does not hold a result (a JSON object)")
+    return result
 
 
 def _jsonable(x: Any) -> Any:
@@ -58,34 +69,65 @@ def _jsonable(x: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
 
 
-def train(cfg: RunConfig) -> dict[str, Any]:
+def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """Run (or resume, or skip if finished) the run of `cfg`; returns its result.
 
-    Raises ConfigError when out_dir holds a different run, KeyboardInterrupt when interrupted
-    (the run stays resumable). Any other exception is recorded as status `failed` and re-raised.
+    `callbacks` are extra Lightning callbacks. Raises ConfigError when out_dir holds a different run or
+    another process is training it, `Interrupted` when a signal stopped it (it stays resumable),
+    `DiskFull` when its disk is full (what was saved before stays trusted). Any other exception is
+    recorded as status `failed` and re-raised.
     """
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = to_yaml(cfg)
-    config_path = out / "config.yaml"
-    if config_path.is_file() and _identity(OmegaConf.to_container(OmegaConf.load(config_path))) != _identity(to_container(cfg)):
+    busy = f"another process is training the run in {out}; wait for it or use another out_dir"
+    with lock.exclusive(out / LOCK, busy):
+        return _train(cfg, out, callbacks)
+
+
+def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any]:
+    config_path = out / CONFIG
+    if config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg)) and _has_progress(out):
         raise ConfigError(f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir")
-    previous = read_result(out)
+    try:
+        previous = read_result(out)
+    except ValueError as e:
+        previous = None
+        print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
     if previous is not None and previous.get("status") in FINISHED:
         return previous
-    config_path.write_text(text)
+    write_text_atomic(config_path, to_yaml(cfg))
     started = time.time()
     try:
-        result = _fit(cfg, out, started)
-    except KeyboardInterrupt:
+        result = _fit(cfg, out, started, callbacks)
+    except (Interrupted, KeyboardInterrupt, DiskFull):
         raise
     except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
         result = {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         result.update(_summary(cfg, None, time.time() - started))
-        write_json_atomic(out / "result.json", result)
+        write_json_atomic(out / RESULT, result, default=_jsonable)
         raise
-    write_json_atomic(out / "result.json", result)
+    write_json_atomic(out / RESULT, result, default=_jsonable)
+    with contextlib.suppress(FileNotFoundError):
+        (out / INTERRUPTED).unlink()  # last.ckpt holds the final weights
     return result
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception as e:
+        raise ConfigError(f"{path} cannot be read ({type(e).__name__}); move the folder aside or use a new out_dir") from None
+    return config if isinstance(config, dict) else {}
+
+
+def _has_progress(out: Path) -> bool:
+    """Whether the run in `out` got anywhere: a checkpoint or a result other than a failure."""
+    if any((out / name).is_file() for name in (LAST, INTERRUPTED)):
+        return True
+    with contextlib.suppress(ValueError):
+        result = read_result(out)
+        return result is not None and result.get("status") != "failed"
+    return False
 
 
 def _identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -103,12 +145,24 @@ def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
     return summary
 
 
-def _fit(cfg: RunConfig, out: Path, started: float) -> dict[str, Any]:
+def _fit(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequence[Any]) -> dict[str, Any]:
+    from loglinear.sweeps.interrupt import GracefulStop
+
+    stop = GracefulStop(out / INTERRUPTED, cfg.train.val_every)
+    stop.install()  # a signal before the training loop stops at once
+    try:
+        return _fit_run(cfg, out, started, extra_callbacks, stop)
+    finally:
+        stop.uninstall()
+
+
+def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequence[Any], stop: Any) -> dict[str, Any]:
     import lightning as L
-    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint, OnExceptionCheckpoint
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
     from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 
     from loglinear.models.lit import LitLanguageModel
+    from loglinear.sweeps.metrics_file import MetricsFile
     from loglinear.sweeps.tracking import RunTracker
     from loglinear.synthetics import SyntheticDataModule
 
@@ -116,15 +170,18 @@ def _fit(cfg: RunConfig, out: Path, started: float) -> dict[str, Any]:
     if quiet:
         for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
             logging.getLogger(name).setLevel(logging.ERROR)
+    resume = resume_point(out)
+    metrics = MetricsFile(out, keep_rows=_metrics_rows(resume))
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     datamodule = SyntheticDataModule(cfg.data)
     module = LitLanguageModel(cfg.model, cfg.train, {"val": datamodule.val_set_names, "test": datamodule.test_set_names})
     threshold = cfg.train.early_stop_threshold
-    tracker = RunTracker(threshold)
+    tracker = RunTracker(threshold, metrics)
     callbacks: list[Any] = [
         tracker,
+        stop,
         ModelCheckpoint(dirpath=out, filename="last", enable_version_counter=False),  # rewritten at each validation
-        OnExceptionCheckpoint(dirpath=out, filename="interrupted"),  # Ctrl-C / SIGTERM; removed after a clean finish
+        *extra_callbacks,
     ]
     stopper = None
     if threshold is not None or cfg.train.patience is not None:
@@ -134,28 +191,12 @@ def _fit(cfg: RunConfig, out: Path, started: float) -> dict[str, Any]:
             check_on_train_epoch_end=False, verbose=not quiet,
         )
         callbacks.append(stopper)
-    trainer = L.Trainer(
-        max_steps=cfg.train.max_steps,
-        val_check_interval=cfg.train.val_every,
-        check_val_every_n_epoch=None,
-        num_sanity_val_steps=0,
-        log_every_n_steps=min(50, cfg.train.val_every),
-        logger=_loggers(cfg, out),
-        callbacks=callbacks,
-        enable_progress_bar=not quiet,
-        enable_model_summary=not quiet,
-        gradient_clip_val=cfg.train.grad_clip or None,
-        precision=_precision(cfg.train.precision),
-        accelerator=cfg.train.accelerator,
-        devices=cfg.train.devices,
-        strategy=cfg.train.strategy,
-        deterministic=cfg.train.deterministic,
-        default_root_dir=out,
-    )
     with _quiet_warnings():
-        trainer.fit(module, datamodule=datamodule, ckpt_path=resume_checkpoint(out))
-        if trainer.interrupted:
-            raise KeyboardInterrupt
+        trainer = _trainer(cfg, out, metrics, callbacks, quiet)
+        trainer.fit(module, datamodule=datamodule, ckpt_path=None if resume is None else resume.path)
+        if stop.requested:  # the signal came in the last step: the run resumes from its last checkpoint
+            raise Interrupted(stop.signum)  # type: ignore[arg-type]
+        trainer.save_checkpoint(out / LAST)  # the final weights (also off the validation grid), training over
         if module.diverged:
             status = "diverged"
         elif tracker.stopped or (stopper is not None and stopper.stopping_reason != EarlyStoppingReason.NOT_STOPPED):
@@ -165,8 +206,9 @@ def _fit(cfg: RunConfig, out: Path, started: float) -> dict[str, Any]:
             status = "max_steps"
         if status != "diverged" and tracker.last_val_step != trainer.global_step:
             trainer.validate(module, datamodule=datamodule, verbose=False)  # the final weights' validation
-        final_val = _metrics(trainer, "val/")
+        final_val = tracker.last_val
         test = {} if status == "diverged" else _metrics_of(trainer.test(module, datamodule=datamodule, verbose=False))
+    metrics.save()
     _finish_wandb(trainer)
     result = {
         "status": status,
@@ -181,10 +223,48 @@ def _fit(cfg: RunConfig, out: Path, started: float) -> dict[str, Any]:
     return result
 
 
-def resume_checkpoint(out: Path) -> Optional[Path]:
-    """The newest of last.ckpt (saved at each validation) and interrupted.ckpt (saved on Ctrl-C / SIGTERM)."""
-    found = [p for p in (out / "last.ckpt", out / "interrupted.ckpt") if p.is_file() and p.stat().st_size > 0]
-    return max(found, key=lambda p: p.stat().st_mtime_ns, default=None)
+def _trainer(cfg: RunConfig, out: Path, metrics: Any, callbacks: list[Any], quiet: bool) -> Any:
+    import lightning as L
+
+    return L.Trainer(
+        max_steps=cfg.train.max_steps,
+        val_check_interval=cfg.train.val_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=min(50, cfg.train.val_every),
+        logger=_loggers(cfg, out, metrics),
+        callbacks=callbacks,
+        enable_progress_bar=not quiet,
+        enable_model_summary=not quiet,
+        gradient_clip_val=cfg.train.grad_clip or None,
+        precision=_precision(cfg.train.precision),
+        accelerator=cfg.train.accelerator,
+        devices=cfg.train.devices,
+        strategy=cfg.train.strategy,
+        deterministic=cfg.train.deterministic,
+        default_root_dir=out,
+        plugins=_plugins(),
+    )
+
+
+def _metrics_rows(resume: Optional[Resume]) -> int:
+    """How many metrics.csv rows the checkpoint's run had written (0 for a fresh start)."""
+    if resume is None:
+        return 0
+    return int(resume.checkpoint.get("callbacks", {}).get("RunTracker", {}).get("metrics_rows", 0))
+
+
+def _plugins() -> list[Any]:
+    """Inside a Slurm job, Lightning's cluster environment without its own requeue handling: the
+    launcher requeues, and a stopped run checkpoints through `GracefulStop`."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    from loglinear.sweeps.checkpoints import AtomicCheckpointIO
+
+    plugins: list[Any] = [AtomicCheckpointIO()]
+    if SLURMEnvironment.detect():
+        plugins.append(SLURMEnvironment(auto_requeue=False))
+    return plugins
 
 
 def _precision(precision: str) -> str:
@@ -193,10 +273,10 @@ def _precision(precision: str) -> str:
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
-def _loggers(cfg: RunConfig, out: Path) -> list[Any]:
-    from lightning.pytorch.loggers import CSVLogger, WandbLogger
+def _loggers(cfg: RunConfig, out: Path, metrics: Any) -> list[Any]:
+    from lightning.pytorch.loggers import WandbLogger
 
-    loggers: list[Any] = [CSVLogger(save_dir=out, name="", version="")]
+    loggers: list[Any] = [metrics]
     wandb = cfg.logger.wandb
     if wandb.mode != "disabled":
         run_id = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:16]  # the same run after a resume
@@ -219,10 +299,6 @@ def _finish_wandb(trainer: Any) -> None:
             lg.experiment.finish()
 
 
-def _metrics(trainer: Any, prefix: str) -> dict[str, float]:
-    return {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith(prefix)}
-
-
 def _metrics_of(results: list[dict[str, Any]]) -> dict[str, float]:
     return {k: float(v) for d in results for k, v in d.items() if math.isfinite(float(v))}
 
@@ -234,6 +310,6 @@ def _quiet_warnings():
         for pattern in (".*does not have many workers.*", ".*exists and is not empty.*", ".*Total length of.*",
                         ".*is an `IterableDataset`.*", ".*The number of training batches.*",
                         ".*was called without a model.*", ".*there is no last checkpoint available.*",
-                        ".*isinstance.treespec, LeafSpec.*"):
+                        ".*isinstance.treespec, LeafSpec.*", ".*The `srun` command is available.*"):
             warnings.filterwarnings("ignore", message=pattern)
         yield

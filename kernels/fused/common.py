@@ -70,9 +70,13 @@ def slot_rows(b, i, shift_ptr, T, C: tl.constexpr):
     return t, (t >= 0) & (t < T)
 
 
+LEVEL_OF_LIMIT = 256
+"""`level_of` covers slot XORs below this, so a chunk holds at most this many tokens."""
+
+
 @triton.jit
 def level_of(x):
-    """bit_length(x) for 0 <= x < 256 (an int tensor): the Fenwick level of two slots whose XOR is x."""
+    """bit_length(x) for 0 <= x < LEVEL_OF_LIMIT (256) (an int tensor): the Fenwick level of two slots whose XOR is x."""
     lvl = tl.zeros_like(x)
     for j in tl.static_range(8):
         lvl = tl.where(x >= (1 << j), j + 1, lvl)

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
 from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
+from loglinear.kernels.fused.common import LEVEL_OF_LIMIT
 from loglinear.kernels.fused.delta_prep import MAX_C, MAX_K, delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
@@ -69,6 +70,9 @@ def fused_log_linear_attn(
     """The operator on the fused kernels: inputs (B, T, H|HK, *), lam with `out_levels` levels or None."""
     B, T, H, V = v.shape
     dev = v.device
+    # chunks are at most LEVEL_OF_LIMIT long (the in-kernel level computation), MAX_C for the delta rule's
+    # preparation: a smaller chunk changes nothing but rounding
+    chunk_size = min(chunk_size, LEVEL_OF_LIMIT)
     if beta is not None:
         if q.shape[-1] > MAX_K:
             raise ValueError(f"impl='triton' with beta supports K <= {MAX_K}, got K={q.shape[-1]}; use impl='chunk'")

@@ -178,3 +178,10 @@ def test_delta_rule_limits_are_clear():
     # a chunk size above the delta rule's limit is lowered, not refused
     xs, _ = make(1, 150, 1, 1, 16, 16, delta=True, seed=9)
     assert_close(xs, None, grads=False, chunk_size=128)
+
+
+@pytest.mark.parametrize("chunk_size", [512, 1024])
+def test_chunk_sizes_above_the_level_limit_are_lowered(chunk_size):
+    # the in-kernel level computation covers chunks of up to 256 tokens: larger ones are lowered, not miscomputed
+    xs, _ = make(1, 600, 1, 1, 16, 16, delta=False, seed=3)
+    assert_close(xs, None, grads=True, chunk_size=chunk_size)

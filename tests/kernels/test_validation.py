@@ -76,6 +76,16 @@ def test_positive_log_decay_and_non_finite_values(x):
         call(x, g=x.g.abs() + 0.1)  # the caller took responsibility
 
 
+@pytest.mark.parametrize("beta", [-0.1, 2.5])
+def test_beta_outside_0_2_is_refused(x, beta):
+    bad = x.beta.clone()
+    bad[1, 4, 2] = beta
+    with pytest.raises(ValueError, match=r"beta must be in \[0, 2\]"):
+        call(x, beta=bad)
+    call(x, beta=torch.full_like(x.beta, 2.0))  # the edges are allowed: beta = 2 reflects
+    call(x, beta=torch.zeros_like(x.beta))
+
+
 @pytest.mark.parametrize("chunk_size", [0, 3, 48, -4, 2.0])
 def test_chunk_size_must_be_a_power_of_two(x, chunk_size):
     with pytest.raises(ValueError, match="chunk_size must be a power of two"):
