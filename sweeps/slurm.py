@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from loglinear.sweeps.config import ConfigError
-from loglinear.sweeps.train import write_json_atomic
+from loglinear.sweeps.files import write_json_atomic
 
 JOBS_FILE = "slurm_jobs.json"
 QUEUE_FORMAT = "%i|%T|%r"

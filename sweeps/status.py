@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Optional
 
 from loglinear.sweeps.manifest import read_manifest, result_of, run_dir
-from loglinear.sweeps.train import FINISHED, resume_checkpoint
+from loglinear.sweeps.checkpoints import INTERRUPTED, LAST
+from loglinear.sweeps.train import FINISHED
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def sweep_status(out: Path, with_queue: bool = True) -> list[RunState]:
             detail = "" if task.running else task.reason + (f": {task.never_starts}" if task.never_starts else "")
             states.append(RunState(rid, "running" if task.running else "pending", task_id, detail, point))
         else:
-            checkpoint = resume_checkpoint(directory)
+            saved = [p for p in (directory / LAST, directory / INTERRUPTED) if p.is_file()]
+            checkpoint = max(saved, key=lambda p: p.stat().st_mtime_ns, default=None)
             states.append(RunState(rid, "stopped" if checkpoint else "not started", task_id,
                                    f"resumes from {checkpoint.name}" if checkpoint else "", point))
     return states

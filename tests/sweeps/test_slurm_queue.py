@@ -14,7 +14,7 @@ from loglinear.sweeps.manifest import write_manifest
 from loglinear.sweeps.slurm import JOBS_FILE, Partition, QueuedTask, SlurmError, gpus_in, minutes
 from loglinear.sweeps.spec import expand, load_spec
 from loglinear.sweeps.status import format_status, sweep_status
-from loglinear.sweeps.train import write_json_atomic
+from loglinear.sweeps.files import write_json_atomic
 
 from .sweep_helpers import write_spec
 
