@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import subprocess
 import sys
@@ -67,13 +68,21 @@ class TrainJob:
         import submitit
 
         job = self._process
-        if job is not None and job.process.poll() is None:
+        if job is not None and not _exited(job.process):
             job.process.send_signal(signal.SIGINT)  # `loglinear train` saves its checkpoint and exits
-            try:
-                job.process.wait(timeout=GRACE_S)
-            except subprocess.TimeoutExpired:  # still saving: the requeued task resumes from the last save
-                pass
+            deadline = time.monotonic() + GRACE_S  # still saving after that: the requeued task resumes from the last save
+            while not _exited(job.process) and time.monotonic() < deadline:
+                time.sleep(0.2)
         return submitit.helpers.DelayedSubmission(TrainJob(), run, directory, threads)
+
+
+def _exited(process: subprocess.Popen) -> bool:
+    """Whether `process` has ended, without reaping it: `checkpoint` runs in a signal handler that may
+    interrupt `__call__`'s `process.wait()`, which holds the Popen's lock (a nested wait would block)."""
+    try:
+        return os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # already reaped
+        return True
 
 
 def partition_defaults(params: dict[str, Any]) -> dict[str, Any]:

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import yaml
@@ -150,3 +153,37 @@ def test_a_task_whose_run_slurm_stopped_exits_without_a_result(tmp_path, monkeyp
         TrainJob()(run, str(tmp_path), 1)
     assert stopped.value.code in (143, -signal.SIGTERM)
     assert not (tmp_path / "result.json").exists()
+
+
+def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkeypatch):
+    """Before a time limit submitit calls `checkpoint` in its SIGUSR2 handler, while the task waits for its
+    run: the run gets SIGINT, and the handler returns as soon as it exited (not after the grace period)."""
+    submitit = pytest.importorskip("submitit")
+    run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
+    child = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); print('ready', flush=True); time.sleep(120)"
+
+    def start_run(run, directory, env):
+        process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        return RunProcess(run, directory, process, open(tmp_path / "train.log", "a"), 0)
+
+    monkeypatch.setattr(launchers, "start_run", start_run)
+    job, handled = TrainJob(), {}
+
+    def on_timeout(signum, frame):  # what submitit's handler does: checkpoint, requeue, exit
+        started = time.monotonic()
+        handled["requeue"] = job.checkpoint(run, str(tmp_path), 1)
+        handled["seconds"] = time.monotonic() - started
+        raise SystemExit(-1)
+
+    previous = signal.signal(signal.SIGUSR2, on_timeout)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGUSR2))
+    try:
+        timer.start()
+        with pytest.raises(SystemExit):
+            job(run, str(tmp_path), 1)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR2, previous)
+    assert isinstance(handled["requeue"], submitit.helpers.DelayedSubmission)
+    assert handled["seconds"] < 10 and job._process.process.wait() == 130

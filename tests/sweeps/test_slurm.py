@@ -119,11 +119,12 @@ def metric_rows(directory: Path) -> list[dict[str, str]]:
         return [{k: v for k, v in row.items() if v} for row in csv.DictReader(f)]
 
 
-def test_a_requeued_task_resumes_its_run_from_its_checkpoint(slurm_cluster, tmp_path):
-    """`scontrol requeue` (what preemption does): Slurm sends SIGTERM, the run saves a checkpoint, the task
-    goes back to the queue and its next start resumes the run; the result equals an uninterrupted run's."""
+def test_a_requeued_or_timed_out_task_resumes_its_run_from_its_checkpoint(slurm_cluster, tmp_path):
+    """`scontrol requeue` (what preemption does: SIGTERM), then Slurm's timeout warning (SIGUSR2, submitit
+    requeues the task itself): each time the run saves a checkpoint, the task goes back to the queue and its
+    next start resumes the run; metrics.csv keeps every earlier row and the result equals an uninterrupted run's."""
     spec = write_spec(tmp_path, {"model.mixer": ["attention"]},
-                      **{"train.max_steps": 600, "train.val_every": 50, "train.early_stop_threshold": None})
+                      **{"train.max_steps": 1000, "train.val_every": 50, "train.early_stop_threshold": None})
     run = expand(load_spec(spec))[0]
     out = tmp_path / "out"
     directory = out / "runs" / run.run_id
@@ -131,20 +132,25 @@ def test_a_requeued_task_resumes_its_run_from_its_checkpoint(slurm_cluster, tmp_
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: (directory / "last.ckpt").is_file(), "the run's first checkpoint")
     (task,) = json.loads((out / "slurm_jobs.json").read_text())["jobs"][0]["tasks"]
-    slurm_cluster.run("scontrol", "requeue", task)
-    wait_for(lambda: "PENDING" in slurm_cluster.run("squeue", "--noheader", "--array", "--format=%T", f"--jobs={task}"),
-             "the task back in the queue")
-    rows_before = metric_rows(directory)
-    assert not (directory / "result.json").is_file()
-    slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")  # Slurm holds a requeued job back 2 minutes
+    kept = []
+    for stop in (["scontrol", "requeue", task], ["scancel", "--signal=USR2", task]):
+        slurm_cluster.run(*stop)
+        wait_for(lambda: "PENDING" in slurm_cluster.run("squeue", "--noheader", "--array", "--format=%T", f"--jobs={task}"),
+                 f"the task back in the queue after {' '.join(stop)}")
+        assert not (directory / "result.json").is_file()
+        kept.append(metric_rows(directory))
+        requeued = time.time()
+        slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")  # Slurm holds a requeued job back 2 minutes
+        wait_for(lambda: (directory / "last.ckpt").stat().st_mtime > requeued, "a checkpoint of the resumed run")
     stdout, stderr = sweep.communicate(timeout=600)
     assert sweep.returncode == 0, stderr
     result = json.loads((directory / "result.json").read_text())
     log = (directory / "train.log").read_text()
-    assert result["status"] == "max_steps" and result["step"] == 600, log
-    assert log.count("=== ") == 2, log  # two sessions: before and after the requeue
-    rows_after = metric_rows(directory)
-    assert [row for row in rows_before if row in rows_after] == rows_before
+    assert result["status"] == "max_steps" and result["step"] == 1000, log
+    assert log.count("=== ") == 3, log  # three sessions: before the requeue, before the timeout, after
+    rows = metric_rows(directory)
+    for before in kept:
+        assert len(before) >= 2 and [row for row in before if row in rows] == before
 
     reference = tmp_path / "reference"
     train = subprocess.run([sys.executable, "-m", "loglinear", "train", str(directory / "config.yaml"), f"out_dir={reference}"],
