@@ -29,12 +29,13 @@ class ModelConfig:
                       levels deeper than the training length never go untrained (length generalisation).
     max_len:          longest sequence the model serves: the lambda head outputs num_levels(max_len)
                       levels and decoding caches hold max_len positions.
-    n_heads:          heads of attention and Gated DeltaNet; None derives them: attention
-                      max(1, d_model // 64) (head dim 64, one head below 128); Gated DeltaNet 1 at
-                      d_model <= 16, else max(2, d_model // 128) (the paper's MQAR setting: 2 heads,
-                      1 at d_model 16; head dim 128 at scale). Mamba-2 ignores it (see head_dim).
+    attention_heads:  heads of attention; None: max(1, d_model // 64) (head dim 64, one head below 128).
+    deltanet_heads:   heads of (log-linear) Gated DeltaNet; None: 1 at d_model <= 16, else
+                      max(2, d_model // 128) (the paper's MQAR setting: 2 heads, 1 at d_model 16; head
+                      dim 128 at scale). Each mixer reads only its own head count, so a preset that
+                      sets one cannot change another mixer; Mamba-2 has head_dim instead.
     head_dim:         Mamba-2's head dim P: heads = expand * d_model / head_dim (attention and Gated
-                      DeltaNet use d_model / n_heads).
+                      DeltaNet use d_model / heads).
     state_dim:        Mamba-2's state dim N (the operator's key dim).
     expand:           width of the value path = expand * d_model (Mamba-2's d_inner; Gated DeltaNet's
                       value dim, fla's expand_v; its key dim is d_model).
@@ -43,6 +44,10 @@ class ModelConfig:
                       MLP (zoology's MQAR models).
     tie_embeddings:   the LM head reuses the token embedding matrix.
     use_output_gate:  Gated DeltaNet: output gate (rmsnorm(o) * silu(W_g x)) instead of a plain norm.
+    scale_lambda:     log-linear Gated DeltaNet: multiply lambda by sqrt(K), K its key head dim, as the
+                      official code does (it divides lambda by the q scale K^-0.5, SCALE_LAMBDA in its
+                      gated_delta_rule_apis.py); False: lambda as the head gives it. Other mixers
+                      ignore it.
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
     rope_base:        RoPE base of attention.
@@ -59,7 +64,8 @@ class ModelConfig:
     lambda_bias_init: str = "none"
     lambda_share_from_level: Optional[int] = None
     max_len: int = 2048
-    n_heads: Optional[int] = None
+    attention_heads: Optional[int] = None
+    deltanet_heads: Optional[int] = None
     head_dim: int = 16
     state_dim: int = 16
     expand: int = 2
@@ -67,6 +73,7 @@ class ModelConfig:
     mlp_ratio: float = 0.0
     tie_embeddings: bool = True
     use_output_gate: bool = True
+    scale_lambda: bool = True
     negative_eigenvalues: bool = False
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
@@ -78,11 +85,12 @@ class ModelConfig:
 
     @property
     def heads(self) -> int:
-        """Heads of attention / Gated DeltaNet: n_heads, or the default described in the class docstring."""
-        if self.n_heads is not None:
-            return self.n_heads
+        """Heads of this config's attention or Gated DeltaNet mixer: attention_heads or deltanet_heads,
+        or the default described in the class docstring."""
         if self.mixer == "attention":
-            return max(1, self.d_model // 64)
+            return self.attention_heads if self.attention_heads is not None else max(1, self.d_model // 64)
+        if self.deltanet_heads is not None:
+            return self.deltanet_heads
         return 1 if self.d_model <= 16 else max(2, self.d_model // 128)
 
     @property
@@ -132,8 +140,9 @@ class ModelConfig:
         for name in ("norm_eps", "rope_base"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ModelConfig.{name} must be > 0, got {getattr(self, name)}")
-        if self.n_heads is not None:
-            _positive_int("n_heads", self.n_heads)
+        for name in ("attention_heads", "deltanet_heads"):
+            if getattr(self, name) is not None:
+                _positive_int(name, getattr(self, name))
         MIXERS[self.mixer].check_config(self)
 
     @classmethod

@@ -6,11 +6,17 @@ Each is its base class built with a `LambdaHead` (lambda_params.py): the head's 
 columns join the base's fused input projection and its level weights replace the base's single
 state (lam=None) in the operator call. With lambda_param="constant" the head has no parameters
 and the mixer computes exactly its base (same state_dict keys and shapes).
+
+Log-linear Gated DeltaNet follows the official code in one more point (`ModelConfig.scale_lambda`,
+on by default): its lambda is divided by the q scale K^-0.5, i.e. multiplied by sqrt(K). Its
+`ScaledLambdaHead` does only that; with the constant parameterisation it is then not its base.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from torch import Tensor
 
 from loglinear.models.gated_deltanet import GatedDeltaNet
 from loglinear.models.lambda_params import LambdaHead
@@ -34,4 +40,18 @@ class LogLinearGatedDeltaNet(GatedDeltaNet):
     """Gated DeltaNet whose state is the Fenwick hierarchy of num_levels(max_len) levels, read with lambda_t^(l) per head."""
 
     def __init__(self, cfg: "ModelConfig") -> None:
-        super().__init__(cfg, lambda_head=LambdaHead.from_config(cfg, cfg.heads))
+        if cfg.scale_lambda:
+            head = ScaledLambdaHead.from_config(cfg, cfg.heads)
+            head.scale = (cfg.d_model // cfg.heads) ** 0.5  # 1 / (the q scale K^-0.5)
+        else:
+            head = LambdaHead.from_config(cfg, cfg.heads)
+        super().__init__(cfg, lambda_head=head)
+
+
+class ScaledLambdaHead(LambdaHead):
+    """A LambdaHead whose level weights are multiplied by a constant `scale` (same parameters, same state_dict)."""
+
+    scale: float = 1.0
+
+    def forward(self, dl: Tensor, like: Tensor) -> Tensor:
+        return super().forward(dl, like) * self.scale

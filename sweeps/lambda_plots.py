@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from loglinear.models.lambda_levels import LevelRow
 from loglinear.sweeps.manifest import run_dir
 from loglinear.sweeps.results import (
-    LAMBDA_KEY, MIXER_KEY, Record, Sweep, best_lr_cells, is_log_linear, load_sweep, mean_std,
+    LAMBDA_KEY, MIXER_KEY, Record, Sweep, is_log_linear, load_sweep, mean_std, selected_cells,
 )
 from loglinear.sweeps.train import FINISHED
 
@@ -151,7 +151,7 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         profiles[record.run_id] = profile_of(rows)
     written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
     for (title, slug), cell_records in _cells(sweep, records).items():
-        by_lambda = best_lr_cells(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+        by_lambda = selected_cells(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
         shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles] for name, cell in by_lambda.items()}
         shown = {name: runs for name, runs in shown.items() if runs}
         if not shown:
@@ -168,10 +168,10 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
 
 NOTE = (
     "Per cell (every varied key but λ, the learning rate and the seed), each λ parameterisation at its best "
-    "learning rate: the mean over its seeds of each run's level profile (lambda averaged over layers, heads "
+    "learning rate (selected on validation): the mean over its seeds of each run's level profile (lambda averaged over layers, heads "
     "and the validation tokens where the level is occupied; min-max over seeds shaded), and the effective "
-    "weight (lambda times the level's readout norm, as a share of the output). Accuracy: best validation "
-    "accuracy, mean (std) over seeds. Per-run tables: runs/<id>/lambda_levels.csv.\n"
+    "weight (lambda times the level's readout norm, as a share of the output). Accuracy: test accuracy at that "
+    "learning rate, mean (std) over seeds. Per-run tables: runs/<id>/lambda_levels.csv.\n"
 )
 
 

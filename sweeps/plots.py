@@ -1,7 +1,7 @@
 """The sweep's PNG plots (matplotlib's object API with the Agg canvas: no pyplot, no global state).
 
-Each plot uses, per table cell, the runs at the cell's chosen learning rate (see `results`); a plot
-whose data the sweep does not have is skipped, with the reason.
+Each plot uses, per table cell, the runs at the cell's selected configuration (best mean validation
+accuracy over lr and λ, see `results`); a plot whose data the sweep does not have is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Union
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from loglinear.sweeps.results import THRESHOLD, Cell, Sweep, best_lr_cells, lookup, mean_std, slice_values
+from loglinear.sweeps.results import THRESHOLD, Cell, Sweep, mean_std, slice_values
+from loglinear.sweeps.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.sweeps.train import FINISHED
 
 Cells = dict[tuple[tuple[str, ...], int], Cell]
@@ -24,7 +25,7 @@ Drawing = Union[Figure, str]
 
 def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
     """Write every plot the sweep has data for; returns the files written and {plot: reason} for the others."""
-    cells: Cells = best_lr_cells(sweep.records, lambda r: (r.row, r.d_model))  # type: ignore[assignment]
+    cells: Cells = sweep.cells()  # type: ignore[assignment]
     written, skipped = [], {}
     for name, draw in PLOTS.items():
         drawing = draw(cells)
@@ -45,20 +46,46 @@ def acc_vs_d_model(cells: Cells) -> Drawing:
     for label, points in series.items():
         _errorbar(ax, label, points)
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
-    ax.set_ylabel("best validation accuracy (%)")
+    ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(0, 101)
-    ax.set_title("Accuracy vs model dimension (mean ± std over seeds, best learning rate)")
+    ax.set_title("Accuracy vs model dimension (mean ± std over seeds, configuration selected on validation)")
     return _finish(fig, [ax])
 
 
 def mqar_acc_vs_kv_pairs(cells: Cells) -> Drawing:
-    return _slice_plot(cells, "test/acc/num_kv_pairs=", "number of key-value pairs", mqar=True,
+    return _slice_plot(cells, "test/acc/num_kv_pairs=", "number of key-value pairs",
                        missing="no MQAR test accuracy per number of key-value pairs (test/acc/num_kv_pairs=...)")
 
 
 def acc_vs_seq_len(cells: Cells) -> Drawing:
-    return _slice_plot(cells, "test/acc/seq_len=", "test sequence length", mqar=False,
-                       missing="no state-tracking test accuracy per sequence length (test/acc/seq_len=...)")
+    """State tracking: Grazzi et al.'s scaled accuracy (chance 0) by test length, the training range shaded."""
+    panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
+    trained: dict[tuple[str, int], tuple[int, int]] = {}
+    for (row, d_model), cell in cells.items():
+        runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
+        values = slice_values(runs, SEQ_LEN_PREFIX)
+        if not values:
+            continue
+        panel, classes = (runs[0].task, d_model), num_classes(runs[0])
+        panels.setdefault(panel, {})[" / ".join(row)] = [(float(n), [scaled(a, classes) for a in v]) for n, v in values.items()]
+        lengths = training_lengths(runs[0])
+        if lengths is not None:
+            trained[panel] = lengths
+    if not panels:
+        return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
+    fig, axes = _panels(len(panels))
+    for ax, (panel, series) in zip(axes, sorted(panels.items())):
+        for label, points in series.items():
+            _errorbar(ax, label, points)
+        _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "test sequence length")
+        if panel in trained:
+            low, high = trained[panel]
+            ax.axvspan(low, high, color="gray", alpha=0.15, label=f"training lengths {low}-{high}")
+        ax.axhline(0.0, color="gray", linewidth=0.8)
+        ax.set_title(f"{panel[0]}, d_model {panel[1]}")
+        ax.set_ylabel("scaled accuracy (chance 0, perfect 1)")
+        ax.set_ylim(-0.1, 1.05)
+    return _finish(fig, axes)
 
 
 def steps_to_threshold(cells: Cells) -> Drawing:
@@ -73,24 +100,20 @@ def steps_to_threshold(cells: Cells) -> Drawing:
         _errorbar(ax, label, points)
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
     ax.set_ylabel(f"steps to {100 * THRESHOLD:.0f}% validation accuracy")
-    ax.set_title("Training steps to the threshold (runs that reached it, best learning rate)")
+    ax.set_title("Training steps to the threshold (runs that reached it, selected configuration)")
     return _finish(fig, [ax])
 
 
-def _slice_plot(cells: Cells, prefix: str, xlabel: str, mqar: bool, missing: str) -> Drawing:
-    """One panel per (task, d_model), one line per table row: mean ± std over seeds of a test slice metric."""
+def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing:
+    """MQAR: one panel per d_model, one line per table row: mean ± std over seeds of a test slice metric."""
     panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
-    train_length: dict[tuple[str, int], int] = {}
     for (row, d_model), cell in cells.items():
-        runs = [r for r in cell.runs if r.status in FINISHED and (r.task == "mqar") == mqar]
+        runs = [r for r in cell.runs if r.status in FINISHED and r.task == "mqar"]
         values = slice_values(runs, prefix)
         if not values:
             continue
         panel = (runs[0].task, d_model)
         panels.setdefault(panel, {})[" / ".join(row)] = [(float(x), [100 * a for a in v]) for x, v in values.items()]
-        length = lookup(runs[0].config, "data.task_args.seq_len")
-        if not mqar and isinstance(length, int):
-            train_length[panel] = length
     if not panels:
         return missing
     fig, axes = _panels(len(panels))
@@ -98,8 +121,6 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, mqar: bool, missing: str
         for label, points in series.items():
             _errorbar(ax, label, points)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
-        if panel in train_length:
-            ax.axvline(train_length[panel], color="gray", linestyle="--", label=f"train length {train_length[panel]}")
         ax.set_title(f"{panel[0]}, d_model {panel[1]}")
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(0, 101)

@@ -1,5 +1,7 @@
-"""`loglinear sweep report DIR`: `results.csv` (one row per run), `table.md` (the paper's table, the
-learning rates behind it, the λ table, accuracy by test length, the missing or failed runs) and PNG plots."""
+"""`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` (paired differences with
+intervals), `table.md` (the paper's table, runs above 99% and steps to 99%, the configurations behind it,
+the λ table, accuracy by test length, the missing or failed runs, then the paired differences ending
+with one sentence of what is significant) and PNG plots."""
 
 from __future__ import annotations
 
@@ -9,26 +11,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from loglinear.sweeps.paired import COLUMNS as PAIRED_COLUMNS
+from loglinear.sweeps.paired import Pairing, paired_comparisons, summary_sentence, unpairable_reason
 from loglinear.sweeps.plots import write_plots
 from loglinear.sweeps.results import (
-    HEADERS, LAMBDA_KEY, MIXER_KEY, MIXER_NAMES, Cell, Record, Sweep, best_lr_cells, is_log_linear, load_sweep,
-    lookup, mean_std, slice_values,
+    HEADERS, LAMBDA_KEY, MIXER_KEY, MIXER_NAMES, THRESHOLD, Cell, Record, Sweep, is_log_linear, load_sweep,
+    mean_std, mixer_rank, selected_cells, slice_values,
 )
 from loglinear.sweeps.spec import describe
+from loglinear.sweeps.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.sweeps.train import FINISHED
 
 TABLE = "table.md"
 CSV = "results.csv"
+PAIRED_CSV = "paired.csv"
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
-CSV_COLUMNS = ("run_id", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task", *RESULT_COLUMNS)
-SEQ_LEN_PREFIX = "test/acc/seq_len="
+CSV_COLUMNS = (
+    "run_id", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task", *RESULT_COLUMNS,
+    "val_score", "test_score",
+)
+"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions."""
 NOTE = (
-    "Best validation accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with "
-    "the best mean in each cell (listed below). `>=99`: every seed above 99%. `[k/n]`: only k of the "
-    "cell's n runs finished (the others are listed at the end). Diverged runs count with their best "
-    "accuracy before diverging (0 if they diverged before the first validation)."
+    "Test accuracy (%): mean (sample standard deviation) over seeds, at the configuration (learning rate, and λ "
+    "for a log-linear mixer) with the best mean validation accuracy in each cell (listed below): selected on "
+    "validation, reported on test. Both are the final weights' (after early stopping or at the budget). "
+    "`>=99`: every seed above 99%. `[k/n]`: only k of the cell's n runs finished (the others are listed at "
+    "the end). Diverged runs count as 0."
+)
+PAIRED_NOTE = (
+    "Mixer − baseline test accuracy in percentage points, mean over the seeds both sides ran (each side at "
+    "its own selected configuration), with a 95% Student-t interval over the seeds; `k of n seeds`: the "
+    "mixer was better on k of the n shared seeds. Significant only when the interval excludes 0."
 )
 
+LENGTH_NOTE = (
+    "Per test length L: `scaled`, Grazzi et al.'s scaled accuracy (acc - 1/C) / (1 - 1/C) of the test accuracy "
+    "(C classes: chance 0, perfect 1), mean (std) over seeds; `seq %`, full-sequence accuracy (every scored "
+    "position right), mean (std). `(train)` marks lengths inside the training range. With only the final "
+    "position scored (e.g. parity's `scored: last`) both measure the task's answer at length L."
+)
 
 @dataclass
 class Report:
@@ -42,22 +63,30 @@ class Report:
 def write_report(out: str | Path) -> Report:
     out = Path(out)
     sweep = load_sweep(out)
-    table = render_tables(sweep)
+    pairings = paired_comparisons(sweep)
+    table = render_tables(sweep, pairings)
     (out / TABLE).write_text(table)
     write_csv(sweep, out / CSV)
+    write_paired_csv(pairings, out / PAIRED_CSV)
     written, skipped = write_plots(sweep, out)
-    return Report(table, [out / CSV, out / TABLE, *written], skipped)
+    return Report(table, [out / CSV, out / PAIRED_CSV, out / TABLE, *written], skipped)
 
 
-def render_tables(sweep: Sweep) -> str:
-    cells = best_lr_cells(sweep.records, lambda r: (r.row, r.d_model))
-    parts = [f"# {sweep.name}\n", accuracy_table(sweep, cells), NOTE, "## Learning rate of each cell\n", lr_table(sweep, cells)]
+def render_tables(sweep: Sweep, pairings: list[Pairing]) -> str:
+    cells = sweep.cells()
+    parts = [
+        f"# {sweep.name}\n", accuracy_table(sweep, cells), NOTE,
+        f"## Runs above {100 * THRESHOLD:.0f}% (test) and median steps to {100 * THRESHOLD:.0f}% (validation)\n",
+        threshold_table(sweep, cells), THRESHOLD_NOTE,
+        "## Selected configuration of each cell\n", config_table(sweep, cells),
+    ]
     if sweep.lambda_varies:
         parts += ["## λ parameterisations (log-linear mixers)\n", lambda_table(sweep)]
     lengths = length_table(sweep, cells)
     if lengths:
-        parts += ["## Test accuracy by sequence length (%)\n", lengths]
+        parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
+    parts += ["## Paired differences (test accuracy)\n", paired_lines(sweep, pairings)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
@@ -65,8 +94,24 @@ def accuracy_table(sweep: Sweep, cells: dict) -> str:
     return _pivot(sweep, cells, format_cell)
 
 
-def lr_table(sweep: Sweep, cells: dict) -> str:
-    return _pivot(sweep, cells, lambda c: "-" if c.lr is None else f"{c.lr:.3g}")
+def threshold_table(sweep: Sweep, cells: dict) -> str:
+    return _pivot(sweep, cells, format_threshold)
+
+
+def config_table(sweep: Sweep, cells: dict) -> str:
+    def fmt(c: Cell) -> str:
+        if c.lr is None:
+            return "-"
+        text = f"{c.lr:.3g}" + ("" if c.lambda_param is None else f", {c.lambda_param}")
+        return text + (f" (of {c.candidates})" if c.candidates > 1 else "")
+
+    return _pivot(sweep, cells, fmt)
+
+
+THRESHOLD_NOTE = (
+    "`k/n, m`: k of the cell's n runs above 99% test accuracy; m the median over the n runs of the steps to "
+    "reach 99% validation accuracy (a run that never did counts as never: `never` when half or more did not)."
+)
 
 
 def format_cell(cell: Cell) -> str:
@@ -81,10 +126,30 @@ def format_cell(cell: Cell) -> str:
     return text if cell.complete else f"{text} [{len(values)}/{len(cell.runs)}]"
 
 
+def format_threshold(cell: Cell) -> str:
+    """`3/5, 1200` (3 of 5 runs above 99%, median steps 1200) or `0/5, never`."""
+    median = cell.median_steps
+    steps = "-" if median is None else ("never" if median == float("inf") else f"{median:.0f}")
+    return f"{cell.above_threshold}/{len(cell.runs)}, {steps}"
+
+
+def paired_lines(sweep: Sweep, pairings: list[Pairing]) -> str:
+    """One line per comparison, then one sentence of what is and is not significant."""
+    if not pairings:
+        return f"No paired comparison: {unpairable_reason(sweep)}."
+    lines = [PAIRED_NOTE, ""] + [f"- {p.cell}: {p.sentence()}" for p in pairings]
+    paired = [p for p in pairings if p.reason is None]
+    if paired:
+        lines += ["", summary_sentence(paired)]
+    else:
+        lines += ["", "No comparison has a pair of runs (the reasons are above), so nothing here is significant."]
+    return "\n".join(lines)
+
+
 def _pivot(sweep: Sweep, cells: dict, fmt) -> str:
-    rows = list(dict.fromkeys(r.row for r in sweep.records))
+    rows = list(dict.fromkeys(sweep.table_row(r) for r in sweep.records))
     columns = sorted({r.d_model for r in sweep.records})
-    header = [_header(k) for k in sweep.row_keys] + [f"d_model {d}" for d in columns]
+    header = [_header(k) for k in sweep.table_keys] + [f"d_model {d}" for d in columns]
     body = [list(row) + [fmt(cells[(row, d)]) if (row, d) in cells else "" for d in columns] for row in rows]
     return markdown_table(header, body)
 
@@ -99,8 +164,8 @@ def lambda_table(sweep: Sweep) -> str:
         rest = [v for i, v in enumerate(r.row) if i not in (drop, order)]
         return (r.row[order], *rest)
 
-    cells = best_lr_cells(records, lambda r: (row_of(r), r.mixer, r.d_model))
-    columns = list(dict.fromkeys((r.mixer, r.d_model) for r in sorted(records, key=lambda r: (_mixer_rank(r.mixer), r.d_model))))
+    cells = selected_cells(records, lambda r: (row_of(r), r.mixer, r.d_model))
+    columns = list(dict.fromkeys((r.mixer, r.d_model) for r in sorted(records, key=lambda r: (mixer_rank(r.mixer), r.d_model))))
     keys = [LAMBDA_KEY] + [k for k in sweep.row_keys if k not in (MIXER_KEY, LAMBDA_KEY)]
     header = [_header(k) for k in keys] + [f"{MIXER_NAMES.get(m, m)} {d}" for m, d in columns]
     body = []
@@ -110,20 +175,29 @@ def lambda_table(sweep: Sweep) -> str:
 
 
 def length_table(sweep: Sweep, cells: dict) -> Optional[str]:
-    """State tracking: test accuracy at each sequence length of the chosen runs (the training length marked)."""
+    """State tracking: per test length, the scaled accuracy and the full-sequence accuracy of the selected runs."""
     records = [r for r in sweep.records if r.task != "mqar"]
     lengths = sorted({n for r in records for n in slice_values([r], SEQ_LEN_PREFIX)})
     if len(lengths) < 2:
         return None
-    train_lengths = {lookup(r.config, "data.task_args.seq_len") for r in records}
-    train = train_lengths.pop() if len(train_lengths) == 1 else None
-    header = [_header(k) for k in sweep.row_keys] + ["d_model"] + [f"{n} (train)" if n == train else str(n) for n in lengths]
+    trained = {training_lengths(r) for r in records}
+    trained_range = trained.pop() if len(trained) == 1 else None
+    header = [_header(k) for k in sweep.row_keys] + ["d_model"]
+    for n in lengths:
+        mark = " (train)" if trained_range is not None and trained_range[0] <= n <= trained_range[1] else ""
+        header += [f"{n}{mark} scaled", f"{n} seq %"]
     body = []
     for (row, d_model), cell in cells.items():
-        per_length = slice_values([r for r in cell.runs if r.status in FINISHED and r.task != "mqar"], SEQ_LEN_PREFIX)
-        if not per_length:
+        runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
+        if not slice_values(runs, SEQ_LEN_PREFIX):
             continue
-        body.append([*row, str(d_model)] + [_mean_text(per_length.get(n, [])) for n in lengths])
+        classes = num_classes(runs[0])
+        per_length = slice_values(runs, SEQ_LEN_PREFIX)
+        per_length_seq = slice_values(runs, SEQ_ACC_PREFIX)
+        line = [*row, str(d_model)]
+        for n in lengths:
+            line += [_scaled_text([scaled(a, classes) for a in per_length.get(n, [])]), _mean_text(per_length_seq.get(n, []))]
+        body.append(line)
     return markdown_table(header, body) if body else None
 
 
@@ -151,9 +225,20 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                 "run_id": r.run_id, "status": r.status, "mixer": r.mixer, "lambda_param": r.get(LAMBDA_KEY),
                 "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
                 "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
+                "val_score": r.val_score, "test_score": r.test_score,
             }
             writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
                             + [_csv(r.point.get(k)) for k in varied])
+
+
+def write_paired_csv(pairings: list[Pairing], path: Path) -> None:
+    """One row per comparison (the columns of `paired.PAIRED_COLUMNS`); empty intervals for fewer than 2 pairs."""
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(PAIRED_COLUMNS)
+        for pairing in pairings:
+            values = pairing.row()
+            writer.writerow([_csv(values[c]) for c in PAIRED_COLUMNS])
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -166,9 +251,11 @@ def _header(key: str) -> str:
     return HEADERS.get(key, key.rsplit(".", 1)[-1])
 
 
-def _mixer_rank(mixer: str) -> int:
-    names = list(MIXER_NAMES)
-    return names.index(mixer) if mixer in names else len(names)
+def _scaled_text(values: list[float]) -> str:
+    if not values:
+        return "-"
+    mean, std = mean_std(values)
+    return f"{mean:.2f}" + ("" if std is None else f" ({std:.2f})")
 
 
 def _mean_text(values: list[float]) -> str:

@@ -1,10 +1,12 @@
-"""A sweep's results as records, and the paper's aggregation: per cell, mean and std over seeds at the
-learning rate with the best mean.
+"""A sweep's results as records, and the paper's selection protocol: per cell, the configuration
+(learning rate, and λ parameterisation for a log-linear mixer) with the best mean *validation*
+accuracy, reported by the *test* accuracy of its runs (mean and std over seeds).
 
 A cell is one table row (architecture, and every other varied key that is not d_model, the learning
-rate or a seed) at one d_model. Runs that failed or have no result yet are kept in their cell as
-missing (`[4/5]`), never dropped silently; diverged runs count with their best validation accuracy
-(0 if they diverged before the first validation).
+rate, λ or a seed) at one d_model. A run is scored by its final weights, the weights the test set
+sees: `final_val["val/acc"]` for selection, `test["test/acc"]` for the report. Runs that failed or
+have no result yet are kept in their cell as missing (`[4/5]`), never dropped silently; a diverged
+run scores 0 on both (its final weights are not a model).
 """
 
 from __future__ import annotations
@@ -29,12 +31,28 @@ MIXER_NAMES = {
 """Display names, in the paper's row order."""
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
 SEED_KEYS = ("train.seed", "data.seed")
+DEFAULT_LAMBDA = "softplus"
+VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
 THRESHOLD = 0.99
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
+LOG_LINEAR_PREFIX = "log_linear_"
+
+
 def is_log_linear(mixer: str) -> bool:
-    return mixer.startswith("log_linear")
+    return mixer.startswith(LOG_LINEAR_PREFIX)
+
+
+def mixer_rank(mixer: str) -> int:
+    """Position of a mixer in the paper's row order (unknown mixers last)."""
+    names = list(MIXER_NAMES)
+    return names.index(mixer) if mixer in names else len(names)
+
+
+def base_mixer(mixer: str) -> str:
+    """The mixer a log-linear mixer extends: log_linear_mamba2 -> mamba2."""
+    return mixer[len(LOG_LINEAR_PREFIX):]
 
 
 def lookup(config: dict[str, Any], key: str) -> Any:
@@ -63,16 +81,40 @@ class Record:
         return self.result.get("status", "failed") if self.result else "missing"
 
     @property
-    def accuracy(self) -> Optional[float]:
-        """Best validation accuracy of a finished run (0 for a run that diverged before validating)."""
+    def val_score(self) -> Optional[float]:
+        """Validation accuracy of the final weights (selection); 0 if diverged, None if not finished.
+        Results without `final_val` fall back to the best validation accuracy."""
         if self.status not in FINISHED:
             return None
-        value = self.result.get("val_accuracy")
-        return 0.0 if value is None else float(value)
+        if self.status == "diverged":
+            return 0.0
+        final = (self.result.get("final_val") or {}).get(VAL_METRIC)
+        value = final if final is not None else self.result.get("val_accuracy")
+        return None if value is None else float(value)
+
+    @property
+    def test_score(self) -> Optional[float]:
+        """Test accuracy of the final weights (the report); 0 if diverged, None if not finished or not tested."""
+        if self.status not in FINISHED:
+            return None
+        if self.status == "diverged":
+            return 0.0
+        value = self.test.get(TEST_METRIC)
+        return None if value is None else float(value)
 
     @property
     def test(self) -> dict[str, float]:
         return self.result.get("test") or {}
+
+    @property
+    def seed(self) -> tuple[Any, ...]:
+        """What pairs runs of different mixers: (train.seed, data.seed)."""
+        return tuple(self.get(k) for k in SEED_KEYS)
+
+    @property
+    def lambda_param(self) -> Optional[str]:
+        """The λ parameterisation of a log-linear run, None for the other mixers."""
+        return str(self.get(LAMBDA_KEY) or DEFAULT_LAMBDA) if is_log_linear(self.mixer) else None
 
     def get(self, key: str) -> Any:
         return self.point[key] if key in self.point else lookup(self.config, key)
@@ -106,6 +148,18 @@ class Sweep:
     @property
     def lambda_varies(self) -> bool:
         return LAMBDA_KEY in self.row_keys
+
+    @property
+    def table_keys(self) -> list[str]:
+        """The row keys of the main table: λ is not one (it is selected per cell, like the lr)."""
+        return [k for k in self.row_keys if k != LAMBDA_KEY]
+
+    def table_row(self, record: Record) -> tuple[str, ...]:
+        return tuple(label for key, label in zip(self.row_keys, record.row) if key != LAMBDA_KEY)
+
+    def cells(self) -> dict[Hashable, "Cell"]:
+        """The main table's cells: {(table row, d_model): Cell} under the selection protocol."""
+        return selected_cells(self.records, lambda r: (self.table_row(r), r.d_model))
 
 
 def load_sweep(out: str | Path) -> Sweep:
@@ -167,14 +221,23 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
 
 @dataclass
 class Cell:
-    """The runs of one table cell at its chosen learning rate (None: no run of the cell finished)."""
+    """The runs of one table cell at its selected configuration (lr and λ; None: no run of the cell finished).
+
+    `candidates` is how many configurations the selection compared."""
 
     lr: Optional[float]
+    lambda_param: Optional[str]
     runs: list[Record]
+    candidates: int = 1
 
     @property
     def values(self) -> list[float]:
-        return [r.accuracy for r in self.runs if r.accuracy is not None]
+        """Test accuracies of the runs that have one."""
+        return [v for v in (r.test_score for r in self.runs) if v is not None]
+
+    @property
+    def val_values(self) -> list[float]:
+        return [v for v in (r.val_score for r in self.runs) if v is not None]
 
     @property
     def complete(self) -> bool:
@@ -182,8 +245,25 @@ class Cell:
 
     @property
     def solved(self) -> bool:
-        """Every seed with a result is above the threshold."""
+        """Every seed with a result is above the threshold on the test set."""
         return bool(self.values) and all(v > THRESHOLD for v in self.values)
+
+    @property
+    def above_threshold(self) -> int:
+        return sum(v > THRESHOLD for v in self.values)
+
+    @property
+    def median_steps(self) -> Optional[float]:
+        """Median over the cell's runs of the steps to the validation threshold, counting a run that never
+        reached it as infinitely many (inf when at least half never did); None without runs."""
+        if not self.runs:
+            return None
+        steps = sorted(
+            math.inf if r.result.get("steps_to_threshold") is None else float(r.result["steps_to_threshold"])
+            for r in self.runs
+        )
+        middle = len(steps) // 2
+        return steps[middle] if len(steps) % 2 else (steps[middle - 1] + steps[middle]) / 2
 
 
 def mean_std(values: list[float]) -> tuple[float, Optional[float]]:
@@ -194,21 +274,25 @@ def mean_std(values: list[float]) -> tuple[float, Optional[float]]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def best_lr_cells(records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Cell]:
-    """Group records by `key`, then keep each group's runs at the learning rate with the best mean accuracy
-    (over the runs that finished; ties go to the smaller learning rate)."""
-    groups: dict[Hashable, dict[float, list[Record]]] = {}
+def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Cell]:
+    """Group records by `key`, then keep each group's runs at the configuration (lr, λ) with the best mean
+    validation score over the runs that finished (ties go to the smaller lr, then to λ's name)."""
+    groups: dict[Hashable, dict[tuple[float, str], list[Record]]] = {}
     for record in records:
-        groups.setdefault(key(record), {}).setdefault(record.lr, []).append(record)
+        config = (record.lr, record.lambda_param or "")
+        groups.setdefault(key(record), {}).setdefault(config, []).append(record)
     cells = {}
-    for cell_key, by_lr in groups.items():
-        candidates = [Cell(lr, runs) for lr, runs in by_lr.items()]
-        scored = {c.lr: mean_std(c.values)[0] for c in candidates if c.values}
+    for cell_key, by_config in groups.items():
+        scored = {}
+        for config, runs in by_config.items():
+            values = Cell(config[0], config[1], runs).val_values
+            if values:
+                scored[config] = mean_std(values)[0]
         if scored:
-            lr = max(sorted(scored), key=lambda x: scored[x])
-            cells[cell_key] = Cell(lr, by_lr[lr])
+            best = max(sorted(scored), key=lambda c: scored[c])
+            cells[cell_key] = Cell(best[0], best[1] or None, by_config[best], len(by_config))
         else:
-            cells[cell_key] = Cell(None, [r for runs in by_lr.values() for r in runs])
+            cells[cell_key] = Cell(None, None, [r for runs in by_config.values() for r in runs], len(by_config))
     return cells
 
 

@@ -11,7 +11,7 @@ A spec (configs/sweeps/*.yaml):
       model.mixer: [attention, mamba2]
       train.lr: [1.0e-3, 3.0e-3]
     zip:                                # optional: keys that vary together, one group per entry
-      - {model.d_model: [16, 64], model.n_heads: [1, 2]}
+      - {model.d_model: [16, 64], model.attention_heads: [1, 2]}
 
 A run is the arguments of one `loglinear train` command: the preset, then `key=value` for each base
 key, then for each grid and zip key (so a key in both base and grid takes the grid's values). The

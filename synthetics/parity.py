@@ -5,8 +5,11 @@ from __future__ import annotations
 import torch
 
 from loglinear.synthetics.arguments import check_int
-from loglinear.synthetics.batch import Batch
+from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.task import Task
+
+
+SCORED = ("every", "last")
 
 
 class Parity(Task):
@@ -20,15 +23,23 @@ class Parity(Task):
         inputs   1 0 1 1 0
         targets  1 1 0 1 1
 
-    `vocab_size` = `num_classes` = 2.
+    `vocab_size` = `num_classes` = 2. `scored="last"` scores only the final parity (Deletang et al.'s
+    protocol; a test set at length L then measures the parity of L bits exactly), `"every"` (default)
+    every prefix: training at length T then teaches every length 1..T.
     """
 
     name = "parity"
 
-    def __init__(self, seq_len: int = 64) -> None:
+    def __init__(self, seq_len: int = 64, scored: str = "every") -> None:
         self.seq_len = check_int("seq_len", seq_len, minimum=1)
+        if scored not in SCORED:
+            raise ValueError(f"scored must be one of {list(SCORED)}, got {scored!r}")
+        self.scored = scored
         self.vocab_size = self.num_classes = 2
 
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         bits = torch.randint(0, 2, (batch_size, self.seq_len), generator=generator)
-        return self._batch(bits, bits.cumsum(dim=1).remainder_(2))
+        targets = bits.cumsum(dim=1).remainder_(2)
+        if self.scored == "last":
+            targets[:, :-1] = IGNORE_INDEX
+        return self._batch(bits, targets)

@@ -125,7 +125,7 @@ def test_paper_mqar_sizes_build_and_report(d_model, capsys):
     "mixer, fields, paper_millions",
     [
         ("log_linear_mamba2", dict(head_dim=64, state_dim=128), 825 - 802),  # 48 heads
-        ("log_linear_gated_deltanet", dict(n_heads=6), 796 - 793),
+        ("log_linear_gated_deltanet", dict(deltanet_heads=6), 796 - 793),
     ],
 )
 def test_lambda_heads_match_the_paper_at_lm_scale(mixer, fields, paper_millions):

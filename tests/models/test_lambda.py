@@ -107,10 +107,11 @@ def test_levels_for_cuts_to_the_sequence():
 @pytest.mark.parametrize("negative_eigenvalues", [False, True])
 @pytest.mark.parametrize("mixer", LOG_LINEAR)
 def test_constant_lambda_equals_base_mixer(tiny, mixer, negative_eigenvalues):
-    """Same state_dict (keys and shapes), same outputs to 1e-12 in float64, parallel and decoding."""
+    """Same state_dict (keys and shapes), same outputs to 1e-12 in float64, parallel and decoding (without
+    the official GDN's lambda scale, which makes the constant lambda sqrt(K))."""
     torch.manual_seed(0)
     base = build_model(tiny(mixer=BASE_OF[mixer], negative_eigenvalues=negative_eigenvalues)).double()
-    loglin = build_model(tiny(mixer=mixer, lambda_param="constant", negative_eigenvalues=negative_eigenvalues)).double()
+    loglin = build_model(tiny(mixer=mixer, lambda_param="constant", scale_lambda=False, negative_eigenvalues=negative_eigenvalues)).double()
     assert base.state_dict().keys() == loglin.state_dict().keys()
     loglin.load_state_dict(base.state_dict())
     inputs = torch.randint(0, 32, (2, 29))

@@ -85,7 +85,7 @@ def mamba2_by_hand(impl: str):
 
 
 def gated_deltanet_by_hand(impl: str):
-    cfg = ModelConfig(mixer="gated_deltanet", d_model=D_MODEL, n_layers=1, vocab_size=2, max_len=T, n_heads=1,
+    cfg = ModelConfig(mixer="gated_deltanet", d_model=D_MODEL, n_layers=1, vocab_size=2, max_len=T, deltanet_heads=1,
                       expand=1, tie_embeddings=False, negative_eigenvalues=True, impl=impl, chunk_size=64)
     model = build_model(cfg).double()
     x_norm = set_shared(model)

@@ -26,7 +26,7 @@ HARNESS = Path(__file__).with_name("interrupt_harness.py")
 RUN = [
     "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",
     "data.batch_size=32", "data.val_size=256", "data.test_size=128",
-    "model.mixer=attention", "model.d_model=32", "model.n_heads=2",
+    "model.mixer=attention", "model.d_model=32", "model.attention_heads=2",
     "train.lr=1.0e-2", "train.warmup_steps=5", "train.max_steps=40", "train.val_every=10",
     "train.early_stop_threshold=null", "logger.wandb.mode=disabled", "logger.progress=false",
 ]

@@ -1,63 +1,16 @@
-"""The report on hand-made sweep folders: means and stds over seeds, best-lr selection, `>=99`, missing
-and failed runs, the λ table, test-length table, results.csv and plots."""
+"""The report on hand-made sweep folders: means and stds over seeds, selection on validation and report
+on test, `>=99`, runs above 99% and steps to 99%, missing and failed runs, the λ table, test-length
+table, results.csv and plots. (Paired differences: test_paired.py.)"""
 
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
-from typing import Any, Optional
 
 from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.report import write_report
 
-
-def run_entry(mixer: str, d_model: int, lr: float, seed: int, result: Optional[dict[str, Any]], *,
-              lambda_param: str = "softplus", task: str = "mqar", **point: Any) -> dict[str, Any]:
-    config = {
-        "data": {"task": task, "task_args": {"seq_len": 64}},
-        "model": {"mixer": mixer, "d_model": d_model, "n_layers": 2, "lambda_param": lambda_param},
-        "train": {"lr": lr, "seed": seed},
-    }
-    varied = {"model.mixer": mixer, "model.d_model": d_model, "train.lr": lr, "train.seed": seed, **point}
-    return {"config": config, "point": varied, "result": result}
-
-
-def finished(acc: Optional[float], status: str = "max_steps", **extra: Any) -> dict[str, Any]:
-    return {"status": status, "val_accuracy": acc, "step": 100, "steps_to_threshold": None, "params": 1000,
-            "wall_time_s": 1.0, **extra}
-
-
-def make_sweep(folder: Path, entries: list[dict[str, Any]], name: str = "hand") -> Path:
-    """A sweep folder: manifest.json listing `entries`, and result.json for those with a result."""
-    runs = []
-    for i, entry in enumerate(entries):
-        rid = f"run{i:03d}"
-        runs.append({"id": rid, "dir": f"runs/{rid}", "point": entry["point"], "args": [], "config": entry["config"]})
-        if entry["result"] is not None:
-            (folder / "runs" / rid).mkdir(parents=True)
-            (folder / "runs" / rid / "result.json").write_text(json.dumps({**entry["result"], "config": entry["config"]}))
-    varied = list(dict.fromkeys(k for e in entries for k in e["point"]))
-    (folder / "manifest.json").write_text(json.dumps({"name": name, "varied_keys": varied, "zip": [], "runs": runs}))
-    return folder
-
-
-def table_rows(table: str, section: int = 0) -> list[list[str]]:
-    """The header and rows of the `section`-th Markdown table of `table`."""
-    blocks, current = [], []
-    for line in table.splitlines() + [""]:
-        if line.startswith("|"):
-            current.append([c.strip() for c in line.strip("|").split("|")])
-        elif current:
-            blocks.append(current)
-            current = []
-    header, _, *rows = blocks[section]
-    return [header, *rows]
-
-
-def row(rows: list[list[str]], *first: str) -> list[str]:
-    """The cells after `first` of the row that starts with `first`."""
-    return next(r[len(first):] for r in rows if r[: len(first)] == list(first))
+from .report_helpers import finished, make_sweep, row, run_entry, table_rows
 
 
 def paper_sweep(folder: Path) -> Path:
@@ -89,9 +42,45 @@ def test_paper_table_means_stds_best_lr_and_solved_cells(tmp_path):
     assert [r[0] for r in accuracy[1:]] == ["Transformer", "Mamba-2"]
     assert row(accuracy, "Transformer") == [">=99", ">=99"]
     assert row(accuracy, "Mamba-2") == ["60.0 (10.0)", "80.0 [1/3]"]
-    lrs = table_rows(report.table, 1)
-    assert row(lrs, "Transformer") == ["0.001", "0.01"]
-    assert row(lrs, "Mamba-2") == ["0.001", "0.001"]
+    above = table_rows(report.table, 1)
+    assert row(above, "Transformer") == ["3/3, 60", "3/3, 80"]  # steps 50, 60, 70 -> median 60
+    assert row(above, "Mamba-2") == ["0/3, never", "0/3, never"]
+    configs = table_rows(report.table, 2)
+    assert row(configs, "Transformer") == ["0.001 (of 2)", "0.01 (of 2)"]
+    assert row(configs, "Mamba-2") == ["0.001 (of 2)", "0.001 (of 2)"]
+
+
+def test_selection_uses_validation_and_reports_test(tmp_path):
+    """A planted configuration with the best validation but a worse test is chosen, and its test is reported."""
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.9, test_acc=t)) for s, t in enumerate([0.50, 0.52])]
+    entries += [run_entry("mamba2", 16, 1e-2, s, finished(0.8, test_acc=t)) for s, t in enumerate([0.85, 0.87])]
+    # log-linear: (lr, λ) selected jointly; sigmoid at 1e-2 validates best, tests worst
+    entries += [run_entry("log_linear_mamba2", 16, lr, s, finished(val, test_acc=t), lambda_param=lam,
+                          **{"model.lambda_param": lam})
+                for lr, lam, val, t in ((1e-3, "softplus", 0.7, 0.9), (1e-2, "softplus", 0.6, 0.95),
+                                        (1e-3, "sigmoid", 0.75, 0.6), (1e-2, "sigmoid", 0.95, 0.3))
+                for s in range(2)]
+    report = write_report(make_sweep(tmp_path, entries))
+    accuracy = table_rows(report.table, 0)
+    assert accuracy[0] == ["Architecture", "d_model 16"]  # λ is selected, not a row of the main table
+    assert row(accuracy, "Mamba-2") == ["51.0 (1.4)"]
+    assert row(accuracy, "Log-Linear Mamba-2") == ["30.0 (0.0)"]
+    configs = table_rows(report.table, 2)
+    assert row(configs, "Mamba-2") == ["0.001 (of 2)"]
+    assert row(configs, "Log-Linear Mamba-2") == ["0.01, sigmoid (of 4)"]
+    lambdas = table_rows(report.table, 3)  # per λ, the lr is selected on validation too
+    assert row(lambdas, "softplus") == ["90.0 (0.0)"] and row(lambdas, "sigmoid") == ["30.0 (0.0)"]
+
+
+def test_median_steps_count_runs_that_never_reached_the_threshold(tmp_path):
+    steps = [100, 300, None, None]
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.995 if n else 0.5, steps_to_threshold=n))
+               for s, n in enumerate(steps)]
+    entries += [run_entry("gated_deltanet", 16, 1e-3, s, finished(0.995 if n else 0.5, steps_to_threshold=n))
+                for s, n in enumerate([100, 300, 200, None])]
+    above = table_rows(write_report(make_sweep(tmp_path, entries)).table, 1)
+    assert row(above, "Mamba-2") == ["2/4, never"]  # median of 100, 300, inf, inf
+    assert row(above, "Gated DeltaNet") == ["3/4, 250"]  # median of 100, 200, 300, inf
 
 
 def test_missing_and_failed_runs_are_listed(tmp_path):
@@ -100,7 +89,7 @@ def test_missing_and_failed_runs_are_listed(tmp_path):
     assert "2 of 24 runs" in missing
     assert "failed: RuntimeError: boom" in missing and "train.seed=1" in missing
     assert "no result yet" in missing and "train.seed=2" in missing
-    assert "Diverged runs count" in report.table
+    assert "Diverged runs count as 0" in report.table
 
 
 def test_results_csv_has_one_row_per_expected_run(tmp_path):
@@ -109,9 +98,11 @@ def test_results_csv_has_one_row_per_expected_run(tmp_path):
         rows = list(csv.DictReader(f))
     assert len(rows) == 24
     assert {r["status"] for r in rows} == {"early_stopped", "max_steps", "diverged", "failed", "missing"}
-    assert {"run_id", "mixer", "d_model", "lr", "seed", "val_accuracy", "model.mixer", "train.seed"} <= set(rows[0])
+    assert {"run_id", "mixer", "d_model", "lr", "seed", "val_accuracy", "val_score", "test_score", "test/acc",
+            "model.mixer", "train.seed"} <= set(rows[0])
     diverged = next(r for r in rows if r["status"] == "diverged")
     assert diverged["val_accuracy"] == "" and diverged["mixer"] == "attention"
+    assert diverged["val_score"] == diverged["test_score"] == "0.0"
 
 
 def test_plots_are_written_when_their_data_exists(tmp_path):
@@ -131,8 +122,9 @@ def test_lambda_table_when_the_parameterisation_varies(tmp_path):
         for seed, acc in enumerate([base + bonus, base + bonus])
     ]
     report = write_report(make_sweep(tmp_path, entries))
-    assert table_rows(report.table, 0)[0] == ["Architecture", "λ", "d_model 16"]
-    lambdas = table_rows(report.table, 2)
+    assert table_rows(report.table, 0)[0] == ["Architecture", "d_model 16"]
+    assert row(table_rows(report.table, 2), "Log-Linear Mamba-2") == ["0.001, constant (of 2)"]
+    lambdas = table_rows(report.table, 3)
     assert lambdas[0] == ["λ", "Log-Linear Mamba-2 16", "Log-Linear Gated DeltaNet 16"]
     assert row(lambdas, "softplus") == ["50.0 (0.0)", "30.0 (0.0)"]
     assert row(lambdas, "constant") == ["60.0 (0.0)", "40.0 (0.0)"]
@@ -140,6 +132,7 @@ def test_lambda_table_when_the_parameterisation_varies(tmp_path):
 
 def test_state_tracking_and_mqar_slices(tmp_path):
     lengths = {f"test/acc/seq_len={n}": acc for n, acc in ((64, 1.0), (128, 0.8), (512, 0.5))}
+    lengths |= {f"test/acc_seq/seq_len={n}": acc for n, acc in ((64, 0.9), (128, 0.25), (512, 0.0))}
     pairs = {"test/acc/num_kv_pairs=4": 0.9, "test/acc/num_kv_pairs=64": 0.3}
     entries = [run_entry(m, 64, 1e-3, s, finished(0.995, test=lengths), task="parity", data="data/parity.yaml")
                for m in ("mamba2", "gated_deltanet") for s in range(2)]
@@ -149,9 +142,12 @@ def test_state_tracking_and_mqar_slices(tmp_path):
     assert main[0] == ["Architecture", "task", "d_model 64"]
     assert row(main, "Mamba-2", "parity") == [">=99"]
     assert row(main, "Mamba-2", "mqar_paper") == ["50.0 (0.0)"]
-    by_length = table_rows(report.table, 2)
-    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train)", "128", "512"]
-    assert row(by_length, "Gated DeltaNet", "parity", "64") == ["100.0 (0.0)", "80.0 (0.0)", "50.0 (0.0)"]
+    by_length = table_rows(report.table, 3)
+    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train) scaled", "64 seq %", "128 scaled", "128 seq %",
+                            "512 scaled", "512 seq %"]
+    # parity has 2 classes: scaled accuracy 2 acc - 1 (chance 0), beside full-sequence accuracy in %
+    assert row(by_length, "Gated DeltaNet", "parity", "64") == [
+        "1.00 (0.00)", "90.0 (0.0)", "0.60 (0.00)", "25.0 (0.0)", "0.00 (0.00)", "0.0 (0.0)"]
     assert {"acc_vs_seq_len.png", "mqar_acc_vs_kv_pairs.png"} <= {p.name for p in report.written}
 
 
@@ -162,3 +158,14 @@ def test_report_command_prints_the_table_and_rejects_other_folders(tmp_path, cap
     assert "| Transformer | >=99 | >=99 |" in capsys.readouterr().out
     assert sweep_main(["report", str(tmp_path / "nothing")]) == 2
     assert "manifest.json" in capsys.readouterr().err
+
+
+def test_state_tracking_training_range_comes_from_the_mixture(tmp_path):
+    lengths = {f"test/acc/seq_len={n}": 1.0 for n in (20, 40, 80)}
+    entries = []
+    for seed in range(2):
+        entry = run_entry("mamba2", 32, 1e-3, seed, finished(1.0, test=lengths), task="parity", data="data/parity.yaml")
+        entry["config"]["data"]["mixture"] = [{"seq_len": 10}, {"seq_len": 40}]
+        entries.append(entry)
+    header = table_rows(write_report(make_sweep(tmp_path, entries)).table, 3)[0]
+    assert header[3:] == ["20 (train) scaled", "20 seq %", "40 (train) scaled", "40 seq %", "80 scaled", "80 seq %"]

@@ -34,7 +34,7 @@ def spec_of(grid=None, zip_groups=None, **base) -> SweepSpec:
     ({"name": "a b"}, ["name"]),
     ({"name": "t", "grid": {"train.lr": 0.1}}, ["grid.train.lr", "list"]),
     ({"name": "t", "grid": {"train.lr": []}}, ["grid.train.lr", "non-empty"]),
-    ({"name": "t", "zip": [{"model.d_model": [16, 32], "model.n_heads": [1]}]}, ["zip[0]", "equal lengths"]),
+    ({"name": "t", "zip": [{"model.d_model": [16, 32], "model.attention_heads": [1]}]}, ["zip[0]", "equal lengths"]),
     ({"name": "t", "grid": {"train.lr": [0.1]}, "zip": [{"train.lr": [0.1]}]}, ["train.lr", "twice"]),
     ({"name": "t", "grid": {"data": ["data/parity.yaml"], "data.seed": [0]}}, ["overlap"]),
     ({"name": "t", "base": {"out_dir": "x"}}, ["base.out_dir"]),
@@ -61,16 +61,16 @@ def test_typo_in_the_grid_fails_the_whole_sweep_before_any_run():
 def test_expansion_is_the_cartesian_product_times_the_zip_rows():
     spec = spec_of(
         grid={"model.mixer": ["attention", "mamba2"], "train.lr": [1.0e-3, 3.0e-3, 1.0e-2]},
-        zip_groups=[{"model.d_model": [16, 32], "model.n_heads": [1, 2]}],
+        zip_groups=[{"model.d_model": [16, 32], "model.attention_heads": [1, 2]}],
     )
     runs = expand(spec)
     assert len(runs) == 2 * 3 * 2
     assert len({r.run_id for r in runs}) == len(runs)
     expected = itertools.product(["attention", "mamba2"], [1.0e-3, 3.0e-3, 1.0e-2], [(16, 1), (32, 2)])
     for run, (mixer, lr, (d_model, heads)) in zip(runs, expected):
-        assert run.point == {"model.mixer": mixer, "train.lr": lr, "model.d_model": d_model, "model.n_heads": heads}
+        assert run.point == {"model.mixer": mixer, "train.lr": lr, "model.d_model": d_model, "model.attention_heads": heads}
         cfg = run.config
-        assert (cfg.model.mixer, cfg.train.lr, cfg.model.d_model, cfg.model.n_heads) == (mixer, lr, d_model, heads)
+        assert (cfg.model.mixer, cfg.train.lr, cfg.model.d_model, cfg.model.attention_heads) == (mixer, lr, d_model, heads)
         assert run.args[-4:] == [override(k, v) for k, v in run.point.items()]
 
 
@@ -157,8 +157,8 @@ def test_shipped_specs_resolve_every_value(path):
 
 def test_shipped_spec_sizes():
     sizes = {p.stem: sum(1 for _ in points(load_spec(p))) for p in SHIPPED}
-    assert sizes["demo_cpu"] == 5
-    assert {"mqar_paper", "mqar_lambda", "state_tracking"} <= set(sizes)
+    assert sizes["demo_cpu"] == 15 and sizes["mqar_paper"] == 840
+    assert {"mqar_lambda", "state_tracking", "demo_cpu_pilot"} <= set(sizes)
     paper = load_spec(CONFIGS_DIR / "sweeps" / "mqar_paper.yaml")
     assert paper.grid["model.d_model"] == [16, 32, 64] and paper.grid["train.seed"] == [0, 1, 2, 3, 4]
-    assert len(paper.grid["model.mixer"]) == 5
+    assert len(set(paper.zip[0]["model.mixer"])) == 5

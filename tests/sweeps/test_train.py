@@ -18,7 +18,7 @@ from loglinear.sweeps.train import read_result, train
 TINY = [
     "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",
     "data.eval_sets=[{},{seq_len: 16}]", "data.batch_size=32", "data.val_size=128", "data.test_size=128",
-    "model.mixer=attention", "model.d_model=32", "model.n_heads=2",
+    "model.mixer=attention", "model.d_model=32", "model.attention_heads=2",
     "train.lr=1.0e-2", "train.warmup_steps=5", "train.max_steps=300", "train.val_every=20",
     "logger.wandb.mode=disabled", "logger.progress=false",
 ]

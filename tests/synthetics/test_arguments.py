@@ -20,6 +20,7 @@ BAD = [
     ("mqar", {"seq_len": True}, r"seq_len must be an integer, got True"),
     ("mqar", {"num_pairs": 4}, r"unknown argument\(s\) \['num_pairs'\] for task 'mqar'; valid: \['num_kv_pairs'"),
     ("parity", {"seq_len": 0}, r"seq_len must be >= 1, got 0"),
+    ("parity", {"scored": "first"}, r"scored must be one of \['every', 'last'\], got 'first'"),
     ("cycle_nav", {"cycle_length": 1}, r"cycle_length must be >= 2, got 1"),
     ("mod_arith", {"seq_len": 7}, r"seq_len must be even, got 7"),
     ("mod_arith", {"modulus": 1}, r"modulus must be >= 2, got 1"),

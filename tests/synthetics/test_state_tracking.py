@@ -25,6 +25,16 @@ def test_parity_targets_are_running_xor(seq_len, seed):
 
 
 @settings(max_examples=30)
+@given(seq_len=lengths, seed=seeds)
+def test_parity_scored_last_keeps_only_the_final_parity(seq_len, seed):
+    every = get_task("parity", seq_len=seq_len).sample(8, seed)
+    last = get_task("parity", seq_len=seq_len, scored="last").sample(8, seed)
+    assert last.inputs.equal(every.inputs)
+    assert last.targets[:, -1].equal(every.targets[:, -1])
+    assert (last.targets[:, :-1] == IGNORE_INDEX).all()
+
+
+@settings(max_examples=30)
 @given(seq_len=lengths, cycle_length=st.integers(2, 9), seed=seeds)
 def test_cycle_nav_scores_the_final_node(seq_len, cycle_length, seed):
     task = get_task("cycle_nav", seq_len=seq_len, cycle_length=cycle_length)

@@ -1,0 +1,59 @@
+"""Hand-made sweep folders for the report tests: manifest entries with result.json files, and table parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+
+def run_entry(mixer: str, d_model: int, lr: float, seed: int, result: Optional[dict[str, Any]], *,
+              lambda_param: str = "softplus", task: str = "mqar", **point: Any) -> dict[str, Any]:
+    config = {
+        "data": {"task": task, "task_args": {"seq_len": 64}},
+        "model": {"mixer": mixer, "d_model": d_model, "n_layers": 2, "lambda_param": lambda_param},
+        "train": {"lr": lr, "seed": seed},
+    }
+    varied = {"model.mixer": mixer, "model.d_model": d_model, "train.lr": lr, "train.seed": seed, **point}
+    return {"config": config, "point": varied, "result": result}
+
+
+def finished(acc: Optional[float], status: str = "max_steps", *, test_acc: Optional[float] = None,
+             test: Optional[dict[str, float]] = None, **extra: Any) -> dict[str, Any]:
+    """A result whose final validation accuracy is `acc` and test accuracy `test_acc` (default: `acc`)."""
+    final_val = {} if acc is None else {"val/acc": acc}
+    tested = {} if status == "diverged" else {"test/acc": acc if test_acc is None else test_acc, **(test or {})}
+    return {"status": status, "val_accuracy": acc, "step": 100, "steps_to_threshold": None, "params": 1000,
+            "wall_time_s": 1.0, "final_val": final_val, "test": tested, **extra}
+
+
+def make_sweep(folder: Path, entries: list[dict[str, Any]], name: str = "hand") -> Path:
+    """A sweep folder: manifest.json listing `entries`, and result.json for those with a result."""
+    runs = []
+    for i, entry in enumerate(entries):
+        rid = f"run{i:03d}"
+        runs.append({"id": rid, "dir": f"runs/{rid}", "point": entry["point"], "args": [], "config": entry["config"]})
+        if entry["result"] is not None:
+            (folder / "runs" / rid).mkdir(parents=True)
+            (folder / "runs" / rid / "result.json").write_text(json.dumps({**entry["result"], "config": entry["config"]}))
+    varied = list(dict.fromkeys(k for e in entries for k in e["point"]))
+    (folder / "manifest.json").write_text(json.dumps({"name": name, "varied_keys": varied, "zip": [], "runs": runs}))
+    return folder
+
+
+def table_rows(table: str, section: int = 0) -> list[list[str]]:
+    """The header and rows of the `section`-th Markdown table of `table`."""
+    blocks, current = [], []
+    for line in table.splitlines() + [""]:
+        if line.startswith("|"):
+            current.append([c.strip() for c in line.strip("|").split("|")])
+        elif current:
+            blocks.append(current)
+            current = []
+    header, _, *rows = blocks[section]
+    return [header, *rows]
+
+
+def row(rows: list[list[str]], *first: str) -> list[str]:
+    """The cells after `first` of the row that starts with `first`."""
+    return next(r[len(first):] for r in rows if r[: len(first)] == list(first))
