@@ -1,4 +1,4 @@
-"""`loglinear sweep run | report | wandb`: grids of runs from a spec (configs/sweeps/*.yaml; format in sweeps/spec.py)."""
+"""`loglinear sweep run | status | report | wandb`: grids of runs from a spec (configs/sweeps/*.yaml; format in sweeps/spec.py)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ sweeps_out/<name>). Rerunning a sweep skips finished runs and resumes interrupte
   loglinear sweep run configs/sweeps/demo_cpu.yaml             # run locally, then print the table
   loglinear sweep run SPEC --dry-run                           # list the runs
   loglinear sweep run SPEC --launcher submitit --executor slurm_partition=gpu   # Slurm job array
+  loglinear sweep status sweeps_out/demo_cpu                   # done / running / pending (Slurm's reason) / failed
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
   loglinear sweep report sweeps_out/demo_cpu                   # results.csv, table.md, plots
   loglinear sweep report sweeps_out/demo_cpu --lambda          # and lambda by level per cell (lambda_levels.md)
@@ -46,7 +47,7 @@ def sweep_main(argv: Sequence[str]) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loglinear sweep", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    commands = parser.add_subparsers(dest="name", required=True, metavar="{run,report,wandb}")
+    commands = parser.add_subparsers(dest="name", required=True, metavar="{run,status,report,wandb}")
 
     run = commands.add_parser("run", help="run a sweep (skips finished runs, resumes interrupted ones), then report")
     run.add_argument("spec", help="sweep spec YAML (e.g. configs/sweeps/demo_cpu.yaml)")
@@ -61,6 +62,10 @@ def _parser() -> argparse.ArgumentParser:
                           "cpus_per_task=8 gpus_per_node=1, or cluster=local")
     run.add_argument("--quiet", action="store_true", help="no progress line")
     run.set_defaults(command=_run)
+
+    status = commands.add_parser("status", help="each run's status from its folder and Slurm's queue (submits nothing)")
+    status.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
+    status.set_defaults(command=_status)
 
     report = commands.add_parser("report", help="write results.csv, table.md and plots of a sweep folder")
     report.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
@@ -115,6 +120,23 @@ def _run(args: argparse.Namespace) -> int:
     if unfinished:
         print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish (see {out}/table.md)", file=sys.stderr)
         return 1
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    from loglinear.sweeps.manifest import read_manifest
+    from loglinear.sweeps.status import format_status, sweep_status
+
+    from loglinear.sweeps.slurm import SlurmError
+
+    out = Path(args.dir)
+    try:
+        states = sweep_status(out)
+    except SlurmError as e:
+        print(f"loglinear sweep status: Slurm's queue is not readable here ({e}); runs without a result are shown as "
+              f"stopped or not started", file=sys.stderr)
+        states = sweep_status(out, with_queue=False)
+    print(format_status(read_manifest(out)["name"], states))
     return 0
 
 

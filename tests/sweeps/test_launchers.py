@@ -5,16 +5,25 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
 
 import pytest
 import yaml
 
 from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.config import load_run_config, to_container
+from loglinear.sweeps import launchers
 from loglinear.sweeps.launchers import TrainJob, parse_executor_args
+from loglinear.sweeps.runner import RunProcess
 from loglinear.sweeps.spec import SpecError, expand, load_spec, run_id
 
-from .sweep_helpers import write_spec
+from .sweep_helpers import sweep_cli, write_spec
 
 GRID = {
     "model.mixer": ["attention", "mamba2"],
@@ -106,3 +115,75 @@ def test_submitit_job_array_fills_the_same_run_folders(tmp_path, monkeypatch):
     assert (out / "table.md").is_file() and any((out / "submitit").iterdir())
     requeued = TrainJob().checkpoint(run, str(out / "runs" / run.run_id), 1)
     assert isinstance(requeued, submitit.helpers.DelayedSubmission) and isinstance(requeued.function, TrainJob)
+
+
+def test_a_wandb_agent_command_trains_the_same_run_as_sweep_run(tmp_path, monkeypatch):
+    """The sweep file's command with one grid point's arguments, run by hand as an agent would (wandb off:
+    logger keys are not part of a run), lands in the folder `loglinear sweep run` uses for that point and
+    trains the same run."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec_path = write_spec(tmp_path, {"model.mixer": ["attention"], "train.lr": [3.0e-3]})
+    (run,) = expand(load_spec(spec_path))
+    agent_out, sweep_out = tmp_path / "agent", tmp_path / "sweep"
+    assert sweep_main(["wandb", str(spec_path), "--out", str(agent_out)]) == 0
+    sweep = yaml.safe_load((agent_out / "wandb_sweep.yaml").read_text())
+    command = agent_args(sweep, run.point) + ["logger.wandb.mode=disabled"]
+    agent = subprocess.run([shutil.which("loglinear"), "train", *command], capture_output=True, text=True, timeout=600)
+    assert agent.returncode == 0, agent.stderr
+    assert sweep_cli("run", str(spec_path), "--out", str(sweep_out), "--quiet").returncode == 0
+    assert [p.name for p in (agent_out / "runs").iterdir()] == [p.name for p in (sweep_out / "runs").iterdir()] == [run.run_id]
+    by_agent, by_sweep = (json.loads((out / "runs" / run.run_id / "result.json").read_text()) for out in (agent_out, sweep_out))
+    assert {k: v for k, v in by_agent.items() if k not in ("wall_time_s", "config")} == \
+        {k: v for k, v in by_sweep.items() if k not in ("wall_time_s", "config")}
+    assert identity(load_run_config(str(agent_out / "runs" / run.run_id / "config.yaml"), [])) == identity(run.config)
+
+
+@pytest.mark.parametrize("stop", ["os.kill(os.getpid(), signal.SIGTERM)", "sys.exit(143)"])
+def test_a_task_whose_run_slurm_stopped_exits_without_a_result(tmp_path, monkeypatch, stop):
+    """SIGTERM from Slurm (requeue, preemption): `loglinear train` saves and exits 143 (or dies of the signal);
+    the task exits too, with no result for submitit and none in the run folder, so a requeued task resumes the run."""
+    run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
+
+    def start_run(run, directory, env):
+        process = subprocess.Popen([sys.executable, "-c", f"import os, signal, sys; {stop}"])
+        return RunProcess(run, directory, process, open(tmp_path / "train.log", "a"), 0)
+
+    monkeypatch.setattr(launchers, "start_run", start_run)
+    with pytest.raises(SystemExit) as stopped:
+        TrainJob()(run, str(tmp_path), 1)
+    assert stopped.value.code in (143, -signal.SIGTERM)
+    assert not (tmp_path / "result.json").exists()
+
+
+def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkeypatch):
+    """Before a time limit submitit calls `checkpoint` in its SIGUSR2 handler, while the task waits for its
+    run: the run gets SIGINT, and the handler returns as soon as it exited (not after the grace period)."""
+    submitit = pytest.importorskip("submitit")
+    run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
+    child = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); print('ready', flush=True); time.sleep(120)"
+
+    def start_run(run, directory, env):
+        process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        return RunProcess(run, directory, process, open(tmp_path / "train.log", "a"), 0)
+
+    monkeypatch.setattr(launchers, "start_run", start_run)
+    job, handled = TrainJob(), {}
+
+    def on_timeout(signum, frame):  # what submitit's handler does: checkpoint, requeue, exit
+        started = time.monotonic()
+        handled["requeue"] = job.checkpoint(run, str(tmp_path), 1)
+        handled["seconds"] = time.monotonic() - started
+        raise SystemExit(-1)
+
+    previous = signal.signal(signal.SIGUSR2, on_timeout)
+    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGUSR2))
+    try:
+        timer.start()
+        with pytest.raises(SystemExit):
+            job(run, str(tmp_path), 1)
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGUSR2, previous)
+    assert isinstance(handled["requeue"], submitit.helpers.DelayedSubmission)
+    assert handled["seconds"] < 10 and job._process.process.wait() == 130
