@@ -34,11 +34,15 @@ from loglinear.kernels.state import LogLinearState
 
 def chunk_log_linear_attn(
     q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
-    state: LogLinearState | None, out_levels: int, chunk_size: int,
-) -> tuple[Tensor, LogLinearState]:
-    """Inputs (B, T, H, *) in the compute dtype, lam with `out_levels` levels; returns o (B, T, H, V), final state."""
-    B, T, H, K = q.shape
-    V = v.shape[-1]
+    state: LogLinearState | None, out_levels: int, chunk_size: int, need_state: bool = True,
+) -> tuple[Tensor, LogLinearState | None]:
+    """Inputs (B, T, H, *) in the compute dtype, lam with `out_levels` levels; returns o (B, T, H, V), final state.
+
+    q and k may have one head shared by all of v's heads (B, T, 1, K): it is broadcast, never copied.
+    need_state False skips the final state (returned as None) and the work only it needs.
+    """
+    B, T, _, K = q.shape
+    H, V = v.shape[2:]
     dev, dt = q.device, q.dtype
     C = min(chunk_size, 1 << (T - 1).bit_length())  # no chunk longer than the (rounded-up) sequence
     c = C.bit_length() - 1
@@ -48,20 +52,19 @@ def chunk_log_linear_attn(
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
     first_chunks = [0] if state is None else (p0 // C).tolist()
     if len(set(first_chunks)) > 1:
-        return _run_grouped(first_chunks, q, k, v, g, lam, beta, state, out_levels, chunk_size)
+        return _run_grouped(first_chunks, q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state)
     first_chunk = first_chunks[0]
     layout = ChunkLayout.build(p0, T, C)
     N, shift = layout.N, layout.shift.long()  # shift (B,): zero-padding slots in front of each sequence
     base = p0 - shift  # (B,) absolute position of the first padded slot
     pos = base[:, None] + torch.arange(N * C, device=dev)  # (B, N*C) absolute positions of the slots
     chunked = lambda x: None if x is None else layout.to_chunks(x).unflatten(2, (N, C))  # noqa: E731
-    Q, Kc, Vc, lam_c = (chunked(x) for x in (q, k, v, lam))  # (B, H, N, C, K|K|V|L)
+    Q, Kc, Vc, lam_c = (chunked(x) for x in (q, k, v, lam))  # (B, H, N, C, K|K|V|L); Q, Kc may have 1 head
     g_c, beta_c = (chunked(x) for x in (g, beta))  # (B, H, N, C)
 
     # 1. intra-chunk: decays within the chunk, A, and o = (A ⊙ M^H) V
     G = g_c.cumsum(-1)  # (B, H, N, C) log-decay from the chunk start, inclusive
-    causal = torch.ones(C, C, dtype=torch.bool, device=dev).tril()
-    MS = (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()  # (B, H, N, C, C)
+    MS = _decay_matrix(G)  # (B, H, N, C, C)
     A = (Q @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
     if beta_c is not None:
         L = (beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS).tril(-1)
@@ -73,6 +76,8 @@ def chunk_log_linear_attn(
     else:
         ell = level_matrix(torch.arange(C, device=dev), torch.arange(C, device=dev)).clamp(max=out_levels - 1)
         o = (A * lam_c.gather(-1, ell.expand(B, H, N, C, C))) @ Vc  # (B, H, N, C, V)
+    if N == 1 and state is None and not need_state:  # one chunk and nothing to carry: the dense form is all
+        return layout.from_chunks(o.flatten(2, 3)), None
 
     # 2. each chunk as a state update: effective queries R, keys Kd, transition P (scalar `a` without beta)
     eG = G.exp()[..., None]  # (B, H, N, C, 1)
@@ -126,6 +131,9 @@ def chunk_log_linear_attn(
         RW = (W0[..., None] * R[..., None, :]).flatten(-2)  # (B, H, N, C, L0*K)
         o = o + RW @ rearrange(E_all, "b h n l v k -> b h n (l k) v")
 
+    if not need_state:
+        return layout.from_chunks(o.flatten(2, 3)), None
+
     # 5. final state, read at each sequence's last position (its last chunk may differ across the batch)
     last = p0 + T - 1  # (B,)
     n_last = ((T - 1 + shift) // C).tolist()
@@ -151,6 +159,13 @@ def chunk_log_linear_attn(
     return layout.from_chunks(o.flatten(2, 3)), LogLinearState(S_final, p0 + T)
 
 
+def _decay_matrix(G: Tensor) -> Tensor:
+    """exp(G_t - G_s) for s <= t, else 0: G (..., C) -> (..., C, C), exp only of non-positive numbers."""
+    C = G.shape[-1]
+    causal = torch.ones(C, C, dtype=torch.bool, device=G.device).tril()
+    return (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()
+
+
 def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tensor:
     """Chunk n[b] of sequence b from x (B, H, N, ...), or row b of x[b] from a list -> (B, H, ...)."""
     if isinstance(x, list):
@@ -160,7 +175,7 @@ def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tenso
     return torch.stack([x[b, :, i] for b, i in enumerate(n)])
 
 
-def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_levels, chunk_size):
+def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state):
     """Run each group of sequences that start in the same chunk separately, then restore the batch order."""
     groups: dict[int, list[int]] = {}
     for b, first in enumerate(first_chunks):
@@ -174,4 +189,4 @@ def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_leve
         outs.append(o), levels.append(s.levels), positions.append(s.position), order.extend(rows)
     inverse = torch.argsort(torch.tensor(order, device=q.device))
     cat = lambda xs: torch.cat(xs)[inverse]  # noqa: E731
-    return cat(outs), LogLinearState(cat(levels), cat(positions))
+    return cat(outs), (LogLinearState(cat(levels), cat(positions)) if need_state else None)
