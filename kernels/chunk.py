@@ -66,17 +66,22 @@ def chunk_log_linear_attn(
     G = g_c.cumsum(-1)  # (B, H, N, C) log-decay from the chunk start, inclusive
     MS = _decay_matrix(G)  # (B, H, N, C, C)
     A = (Q @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
+    carry = N > 1 or state is not None or need_state  # anything beyond the dense form within chunks
     if beta_c is not None:
-        L = (beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS).tril(-1)
-        eye = torch.eye(C, dtype=dt, device=dev)
-        T_beta = torch.linalg.solve_triangular(eye + L, torch.diag_embed(beta_c), upper=False, unitriangular=True)
-        A = A @ T_beta  # (B, H, N, C, C)
-    if lam_c is None:
-        o = A @ Vc  # (B, H, N, C, V)
-    else:
+        # the UT form: A <- A (I + L)^-1 diag(beta), L = tril(diag(beta) K K^T ⊙ M^S, -1). The solves read only
+        # the strictly lower part of IL (unit diagonal implied), so no tril and no identity are formed.
+        IL = beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
+        solve = lambda X, **kw: torch.linalg.solve_triangular(IL, X, upper=False, unitriangular=True, **kw)  # noqa: E731
+        if lam_c is None:
+            o = A @ solve(beta_c[..., None] * Vc)  # (B, H, N, C, V): (I + L)^-1 diag(beta) V, no C x C product
+        if lam_c is not None or carry:
+            A = solve(A, left=False) * beta_c[..., None, :]  # (B, H, N, C, C)
+    if lam_c is not None:
         ell = level_matrix(torch.arange(C, device=dev), torch.arange(C, device=dev)).clamp(max=out_levels - 1)
         o = (A * lam_c.gather(-1, ell.expand(B, H, N, C, C))) @ Vc  # (B, H, N, C, V)
-    if N == 1 and state is None and not need_state:  # one chunk and nothing to carry: the dense form is all
+    elif beta_c is None:
+        o = A @ Vc  # (B, H, N, C, V)
+    if not carry:  # one chunk and nothing to carry: the dense form is all
         return layout.from_chunks(o.flatten(2, 3)), None
 
     # 2. each chunk as a state update: effective queries R, keys Kd, transition P (scalar `a` without beta)
@@ -88,7 +93,10 @@ def chunk_log_linear_attn(
         move = lambda S, i: a[:, :, i, None, None, None] * S  # noqa: E731
     else:
         R = eG * Q - A @ (eG * Kc)
-        Kd = T_beta.transpose(-1, -2) @ (gamma * Kc)
+        # Kd = T^T (gamma K) with T = (I + L)^-1 diag(beta): diag(beta) (I + L)^-T (gamma K)
+        Kd = beta_c[..., None] * torch.linalg.solve_triangular(
+            IL.transpose(-1, -2), gamma * Kc, upper=True, unitriangular=True
+        )
         P = G[..., -1].exp()[..., None, None] * torch.eye(K, dtype=dt, device=dev) - (eG * Kc).transpose(-1, -2) @ Kd
         move = lambda S, i: S @ P[:, :, i, None]  # noqa: E731  (B, H, L, V, K) @ (B, H, 1, K, K)
     D = Vc.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
