@@ -68,14 +68,12 @@ def chunk_log_linear_attn(
     A = (Q @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
     carry = N > 1 or state is not None or need_state  # anything beyond the dense form within chunks
     if beta_c is not None:
-        # the UT form: A <- A (I + L)^-1 diag(beta), L = tril(diag(beta) K K^T ⊙ M^S, -1). The solves read only
-        # the strictly lower part of IL (unit diagonal implied), so no tril and no identity are formed.
-        IL = beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
-        solve = lambda X, **kw: torch.linalg.solve_triangular(IL, X, upper=False, unitriangular=True, **kw)  # noqa: E731
+        # the UT form: A <- A T with T = (I + L)^-1 diag(beta), L = tril(diag(beta) K K^T ⊙ M^S, -1)
+        Tinv = _unit_lower_inverse(beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS)  # (I + L)^-1
         if lam_c is None:
-            o = A @ solve(beta_c[..., None] * Vc)  # (B, H, N, C, V): (I + L)^-1 diag(beta) V, no C x C product
+            o = A @ (Tinv @ (beta_c[..., None] * Vc))  # (B, H, N, C, V): no C x C x C product
         if lam_c is not None or carry:
-            A = solve(A, left=False) * beta_c[..., None, :]  # (B, H, N, C, C)
+            A = (A @ Tinv) * beta_c[..., None, :]  # (B, H, N, C, C)
     if lam_c is not None:
         ell = level_matrix(torch.arange(C, device=dev), torch.arange(C, device=dev)).clamp(max=out_levels - 1)
         o = (A * lam_c.gather(-1, ell.expand(B, H, N, C, C))) @ Vc  # (B, H, N, C, V)
@@ -94,9 +92,7 @@ def chunk_log_linear_attn(
     else:
         R = eG * Q - A @ (eG * Kc)
         # Kd = T^T (gamma K) with T = (I + L)^-1 diag(beta): diag(beta) (I + L)^-T (gamma K)
-        Kd = beta_c[..., None] * torch.linalg.solve_triangular(
-            IL.transpose(-1, -2), gamma * Kc, upper=True, unitriangular=True
-        )
+        Kd = beta_c[..., None] * (Tinv.transpose(-1, -2) @ (gamma * Kc))
         P = G[..., -1].exp()[..., None, None] * torch.eye(K, dtype=dt, device=dev) - (eG * Kc).transpose(-1, -2) @ Kd
         move = lambda S, i: S @ P[:, :, i, None]  # noqa: E731  (B, H, L, V, K) @ (B, H, 1, K, K)
     D = Vc.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
@@ -165,6 +161,31 @@ def chunk_log_linear_attn(
         E_last = _per_sequence([E_starts[i] for i in n_last])
         S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(E_last))
     return layout.from_chunks(o.flatten(2, 3)), LogLinearState(S_final, p0 + T)
+
+
+class _UnitLowerInverse(torch.autograd.Function):
+    """(I + tril(X, -1))^-1 for square X (..., C, C): the diagonal and the upper part of X are ignored.
+
+    The backward is two matmuls (dX = -tril(T^T dT T^T, -1)); torch's solve_triangular backward on CPU
+    copies and loops over the batch.
+    """
+
+    @staticmethod
+    def forward(ctx, X: Tensor) -> Tensor:
+        eye = torch.eye(X.shape[-1], dtype=X.dtype, device=X.device).expand_as(X)
+        T = torch.linalg.solve_triangular(X, eye, upper=False, unitriangular=True)
+        ctx.save_for_backward(T)
+        return T
+
+    @staticmethod
+    def backward(ctx, dT: Tensor) -> Tensor:
+        (T,) = ctx.saved_tensors
+        Tt = T.transpose(-1, -2)
+        return (Tt @ dT @ Tt).neg_().tril_(-1)
+
+
+def _unit_lower_inverse(X: Tensor) -> Tensor:
+    return _UnitLowerInverse.apply(X)
 
 
 def _decay_matrix(G: Tensor) -> Tensor:
