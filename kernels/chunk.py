@@ -97,6 +97,10 @@ def chunk_log_linear_attn(
         move = lambda S, i: S @ P[:, :, i, None]  # noqa: E731  (B, H, L, V, K) @ (B, H, 1, K, K)
     D = Vc.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
 
+    if beta_c is None and state is None and not need_state:  # scalar decay from position 0: no loop over chunks
+        o = o + _scalar_decay_reads(R, D, G[..., -1], lam_c, c, out_levels)
+        return layout.from_chunks(o.flatten(2, 3)), None
+
     # 3. inter-chunk: the chunk-level Fenwick pass (the state grows as levels fill). At chunk i, bucket m >= 1
     #    holds the keys at level c + m and is non-empty exactly when bit m-1 of the chunk's index is set:
     #    only those (chunk, bucket) pairs are read, half of all on average.
@@ -161,6 +165,41 @@ def chunk_log_linear_attn(
         E_last = _per_sequence([E_starts[i] for i in n_last])
         S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(E_last))
     return layout.from_chunks(o.flatten(2, 3)), LogLinearState(S_final, p0 + T)
+
+
+def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | None, c: int, out_levels: int) -> Tensor:
+    """What every chunk reads from the earlier ones under a scalar decay, from chunk 0 on: the loop of step 3, per level.
+
+    R (B, H, N, C, K) effective queries, D (B, H, N, V, K) each chunk's keys decayed to its end, log_a (B, H, N)
+    each chunk's log-decay. Chunk i reads bucket m >= 1 when bit m-1 of i is set, and that bucket holds the
+    chunks with i's higher bits and bit m-1 clear: in groups of 2^m chunks, the second half reads the sum
+    of the first half. So each level is one segment sum (weights exp(Lambda_end - Lambda_j) <= 1) and one
+    batched read (decay exp(Lambda_{i-1} - Lambda_end) <= 1, lambda^(c+m)). Without lam every level has
+    weight 1 (the buckets partition the earlier chunks). Returns (B, H, N, C, V).
+    """
+    B, H, N, C, K = R.shape
+    V = D.shape[-2]
+    Np = 1 << (N - 1).bit_length()  # padded to a power of two: padding chunks only read, and are dropped
+    pad = Np - N
+    Lam = log_a.cumsum(-1)  # (B, H, N) Lambda_i, inclusive; padded by repeating the last (stays non-increasing)
+    Lam = torch.cat([Lam, Lam[..., -1:].expand(B, H, pad)], dim=-1)
+    prev = F.pad(Lam[..., :-1], (1, 0))  # Lambda_{i-1}
+    Rp, Dp = F.pad(R, (0, 0, 0, 0, 0, pad)), F.pad(D, (0, 0, 0, 0, 0, pad)).flatten(-2)  # (B, H, Np, C, K), (.., V*K)
+    lam_p = None if lam_c is None else F.pad(lam_c, (0, 0, 0, 0, 0, pad))
+    out = R.new_zeros(B, H, Np, C, V)
+    for m in range(1, Np.bit_length()):
+        size, half = 1 << m, 1 << (m - 1)
+        grp = lambda x: x.unflatten(2, (Np >> m, size))  # noqa: E731  chunk axis -> (group, position in group)
+        Lg = grp(Lam)
+        end = Lg[..., half - 1 : half]  # (B, H, G, 1) Lambda at the end of each first half
+        w = (end - Lg[..., :half]).exp()  # (B, H, G, half)
+        S = (w[..., None, :] @ grp(Dp)[:, :, :, :half]).unflatten(-1, (V, K))  # (B, H, G, 1, V, K)
+        scale = (grp(prev)[..., half:] - end).exp()[..., None, None]  # (B, H, G, half, 1, 1)
+        if lam_p is not None:
+            scale = scale * grp(lam_p[..., min(c + m, out_levels - 1)])[:, :, :, half:, :, None]
+        part = (scale * grp(Rp)[:, :, :, half:]) @ S.transpose(-1, -2)  # (B, H, G, half, C, V)
+        out = out + torch.cat([torch.zeros_like(part), part], dim=3).flatten(2, 3)
+    return out[:, :, :N]
 
 
 class _UnitLowerInverse(torch.autograd.Function):
