@@ -197,8 +197,9 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
         scale = (grp(prev)[..., half:] - end).exp()[..., None, None]  # (B, H, G, half, 1, 1)
         if lam_p is not None:
             scale = scale * grp(lam_p[..., min(c + m, out_levels - 1)])[:, :, :, half:, :, None]
-        part = (scale * grp(Rp)[:, :, :, half:]) @ S.transpose(-1, -2)  # (B, H, G, half, C, V)
-        out = out + torch.cat([torch.zeros_like(part), part], dim=3).flatten(2, 3)
+        Rs = (scale * grp(Rp)[:, :, :, half:]).flatten(3, 4)  # (B, H, G, half * C, K)
+        part = Rs @ S[:, :, :, 0].transpose(-1, -2)  # (B, H, G, half * C, V)
+        grp(out)[:, :, :, half:] += part.unflatten(3, (half, C))
     return out[:, :, :N]
 
 
@@ -227,11 +228,30 @@ def _unit_lower_inverse(X: Tensor) -> Tensor:
     return _UnitLowerInverse.apply(X)
 
 
+class _DecayMatrix(torch.autograd.Function):
+    """exp(G_t - G_s) for s <= t, else 0: G (..., C) -> (..., C, C), exp only of non-positive numbers.
+
+    One C x C buffer, filled in place; the backward is dL = dM ⊙ M and its row sums minus its column sums
+    (autograd through sub, masked_fill and exp would form three more C x C tensors).
+    """
+
+    @staticmethod
+    def forward(ctx, G: Tensor) -> Tensor:
+        C = G.shape[-1]
+        upper = torch.ones(C, C, dtype=torch.bool, device=G.device).triu(1)
+        M = (G[..., :, None] - G[..., None, :]).masked_fill_(upper, float("-inf")).exp_()
+        ctx.save_for_backward(M)
+        return M
+
+    @staticmethod
+    def backward(ctx, dM: Tensor) -> Tensor:
+        (M,) = ctx.saved_tensors
+        dL = dM * M
+        return dL.sum(-1) - dL.sum(-2)
+
+
 def _decay_matrix(G: Tensor) -> Tensor:
-    """exp(G_t - G_s) for s <= t, else 0: G (..., C) -> (..., C, C), exp only of non-positive numbers."""
-    C = G.shape[-1]
-    causal = torch.ones(C, C, dtype=torch.bool, device=G.device).tril()
-    return (G[..., :, None] - G[..., None, :]).masked_fill(~causal, float("-inf")).exp()
+    return _DecayMatrix.apply(G)
 
 
 def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tensor:
