@@ -12,7 +12,8 @@ one Fenwick level per chunk pair. Per batch element and head:
 3. Inter-chunk: one pass over the chunks carrying the chunk-level Fenwick state (the recurrence of
    kernels/recurrent.py with chunks as tokens and D as the outer product): at chunk I its bucket m
    holds the keys at level c + m, and o_t += sum_m lambda_t^(c+m) H_m r_t, one (C x L*K)(L*K x V)
-   matmul per chunk.
+   matmul per chunk. A scalar decay from position 0 with no final state wanted (training) skips the loop:
+   each level's buckets are segment sums over aligned blocks of chunks (`_scalar_decay_reads`).
 4. An initial state's buckets travel with the chunk transitions; bucket l is read at level
    max(l, bit_length(p_t ^ last)). The final state comes from the last chunk's buckets plus that
    chunk's own keys split into levels 0..c.
