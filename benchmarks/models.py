@@ -99,7 +99,9 @@ def load_average() -> str:
     return path.read_text().split()[0] if path.exists() else "?"
 
 
-def ratio_table(seconds: dict[tuple[str, int], tuple[float, float]], lengths: list[int], clock: int) -> tuple[str, list[str]]:
+def ratio_table(
+    seconds: dict[tuple[str, int], tuple[float, float]], lengths: list[int], clock: int
+) -> tuple[str, list[str]]:
     """Step time relative to attention per (T, mixer) on one clock (0 wall, 1 CPU), and the targets' verdicts."""
     recurrent = [m for m in MIXERS if m != "attention"]
     rows, verdicts = [], []
@@ -111,7 +113,8 @@ def ratio_table(seconds: dict[tuple[str, int], tuple[float, float]], lengths: li
             worst = max(ratios, key=ratios.get)
             met = ratios[worst] <= TARGETS[T]
             verdicts.append(
-                f"T={T}: slowest {worst} at {ratios[worst]:.2f}x attention (target <= {TARGETS[T]}x) {'met' if met else 'MISSED'}"
+                f"T={T}: slowest {worst} at {ratios[worst]:.2f}x attention (target <= {TARGETS[T]}x) "
+                f"{'met' if met else 'MISSED'}"
             )
     return markdown_table(["T", "attention", *recurrent], rows), verdicts
 

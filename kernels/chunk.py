@@ -169,7 +169,7 @@ def chunk_log_linear_attn(
 
 
 def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | None, c: int, out_levels: int) -> Tensor:
-    """What every chunk reads from the earlier ones under a scalar decay, from chunk 0 on: the loop of step 3, per level.
+    """What every chunk reads from earlier ones under a scalar decay, from chunk 0 on: step 3's loop, per level.
 
     R (B, H, N, C, K) effective queries, D (B, H, N, V, K) each chunk's keys decayed to its end, log_a (B, H, N)
     each chunk's log-decay. Chunk i reads bucket m >= 1 when bit m-1 of i is set, and that bucket holds the
