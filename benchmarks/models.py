@@ -1,13 +1,18 @@
-"""CPU training-step throughput of every mixer in a small language model, with and without score_mask.
+"""CPU training-step time of every mixer at MQAR sizes, relative to softmax attention, and tokens/s by length.
 
-    python3 benchmarks/models.py            # the issue's size; writes the "models: CPU training step" section
+    python3 benchmarks/models.py            # writes the "models: CPU training step" section of RESULTS.md
     python3 benchmarks/models.py --quick    # a tiny smoke run; prints, writes nothing
+    python3 benchmarks/models.py --threads 1 --lengths 64 256   # its own section: less disturbed on a loaded machine
 
-One step = forward, cross-entropy, backward, AdamW update. The score_mask rows score NUM_SCORED
-random positions per sequence, as MQAR scores its queries; without it every position is scored.
-Configurations are timed in interleaved rounds and each keeps its fastest step (wall time and the
-process's CPU time, the latter for the ratios), so that load from other processes on a shared
-machine biases no configuration against another.
+The setting of the CPU MQAR preset (configs/mqar_cpu.yaml): d_model 64, 2 layers, no MLP, vocabulary
+64, float32, attention with 4 heads, NUM_SCORED scored positions per sequence (logits only there, as
+MQAR scores its queries), AdamW, ModelConfig defaults otherwise and max_len = T. One step = forward,
+cross-entropy, backward, AdamW update, on fixed random data. Batch 64 at T <= 256, then
+TOKENS_PER_STEP / T sequences (the same tokens per step from T = 256 on).
+
+All configurations run in one process, in interleaved rounds (every configuration once per round),
+and each keeps its fastest step, in wall time and in the process's CPU time: load from other
+processes on a shared machine then biases no configuration against another.
 """
 
 from __future__ import annotations
@@ -26,27 +31,33 @@ from loglinear.models import MIXERS, build_model, param_groups
 from results import markdown_table, write_section
 
 SECTION = "models: CPU training step"
-BASES = {"log_linear_mamba2": "mamba2", "log_linear_gated_deltanet": "gated_deltanet"}
 NUM_SCORED = 16
+TOKENS_PER_STEP = 16384
+RATIO_LENGTHS = (64, 256)
+TARGETS = {64: 2.0, 256: 1.5}  # issue 13: every recurrent mixer's step within this factor of attention's
 
 
-def make_step(mixer: str, args: argparse.Namespace, masked: bool) -> Callable[[], None]:
+def batch_for(T: int, args: argparse.Namespace) -> int:
+    return args.batch if T <= 256 else max(1, TOKENS_PER_STEP // T)
+
+
+def make_step(mixer: str, T: int, args: argparse.Namespace) -> Callable[[], None]:
     """A closure running one training step of a fresh model on fixed random data."""
     torch.manual_seed(0)
-    model = build_model(dict(
-        mixer=mixer, d_model=args.d_model, n_layers=args.layers, vocab_size=args.vocab, max_len=args.seq_len,
-    ))
+    cfg = dict(mixer=mixer, d_model=args.d_model, n_layers=args.layers, vocab_size=args.vocab, max_len=T, mlp_ratio=0.0)
+    if mixer == "attention":
+        cfg["n_heads"] = args.attention_heads
+    model = build_model(cfg)
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-3)
-    inputs = torch.randint(0, args.vocab, (args.batch, args.seq_len))
-    targets = torch.randint(0, args.vocab, (args.batch, args.seq_len))
-    mask = None
-    if masked:
-        scored = torch.rand(args.batch, args.seq_len).argsort(-1)[:, :NUM_SCORED]
-        mask = torch.zeros(args.batch, args.seq_len, dtype=torch.bool).scatter_(1, scored, True)
+    B = batch_for(T, args)
+    inputs = torch.randint(0, args.vocab, (B, T))
+    targets = torch.randint(0, args.vocab, (B, T))
+    scored = torch.rand(B, T).argsort(-1)[:, : min(NUM_SCORED, T)]
+    mask = torch.zeros(B, T, dtype=torch.bool).scatter_(1, scored, True)
 
     def step() -> None:
-        logits = model(inputs, mask)  # (num scored, vocab) with the mask, else (B, T, vocab)
-        loss = F.cross_entropy(logits.reshape(-1, args.vocab), targets[mask] if masked else targets.flatten())
+        logits = model(inputs, mask)  # (B * NUM_SCORED, vocab)
+        loss = F.cross_entropy(logits, targets[mask])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -54,12 +65,9 @@ def make_step(mixer: str, args: argparse.Namespace, masked: bool) -> Callable[[]
     return step
 
 
-def fastest_steps(args: argparse.Namespace) -> dict[tuple[str, bool], tuple[float, float]]:
-    """Best (wall, CPU) seconds per step of every (mixer, masked) over interleaved rounds, after a warm-up round.
-
-    CPU time (all threads of this process) is what other processes on a shared machine disturb least.
-    """
-    steps = {(m, masked): make_step(m, args, masked) for m in MIXERS for masked in (False, True)}
+def fastest_steps(args: argparse.Namespace) -> dict[tuple[str, int], tuple[float, float]]:
+    """Best (wall, CPU) seconds per step of every (mixer, T) over interleaved rounds, after a warm-up round."""
+    steps = {(m, T): make_step(m, T, args) for T in args.lengths for m in MIXERS}
     best = {key: (float("inf"), float("inf")) for key in steps}
     for round_ in range(args.rounds + 1):
         for key, step in steps.items():
@@ -74,10 +82,9 @@ def fastest_steps(args: argparse.Namespace) -> dict[tuple[str, bool], tuple[floa
 def keep_freed_memory() -> bool:
     """Ask glibc to keep freed memory in the process instead of handing it back to the OS.
 
-    An unmasked step allocates and frees ~2 GB of logits and their gradients; by default glibc
-    unmaps such blocks on free, and the next step faults every page in again (in this VM that
-    made steps 2-5x slower and their times erratic). M_TRIM_THRESHOLD (-1) and M_MMAP_THRESHOLD
-    (-3) set to 2^31 - 1 keep them. Returns False where glibc is not available.
+    By default glibc unmaps large freed blocks, and the next step faults every page in again (in
+    this VM that made steps slower and their times erratic). M_TRIM_THRESHOLD (-1) and
+    M_MMAP_THRESHOLD (-3) set to 2^31 - 1 keep them. Returns False where glibc is not available.
     """
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -92,13 +99,36 @@ def load_average() -> str:
     return path.read_text().split()[0] if path.exists() else "?"
 
 
+def ratio_table(
+    seconds: dict[tuple[str, int], tuple[float, float]], lengths: list[int], clock: int
+) -> tuple[str, list[str]]:
+    """Step time relative to attention per (T, mixer) on one clock (0 wall, 1 CPU), and the targets' verdicts."""
+    recurrent = [m for m in MIXERS if m != "attention"]
+    rows, verdicts = [], []
+    for T in lengths:
+        base = seconds["attention", T][clock]
+        ratios = {m: seconds[m, T][clock] / base for m in recurrent}
+        rows.append([T, f"{1000 * base:.0f} ms"] + [f"{ratios[m]:.2f}x" for m in recurrent])
+        if T in TARGETS:
+            worst = max(ratios, key=ratios.get)
+            met = ratios[worst] <= TARGETS[T]
+            verdicts.append(
+                f"T={T}: slowest {worst} at {ratios[worst]:.2f}x attention (target <= {TARGETS[T]}x) "
+                f"{'met' if met else 'MISSED'}"
+            )
+    return markdown_table(["T", "attention", *recurrent], rows), verdicts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="tiny sizes, print only")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (after one warm-up round)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds (after one warm-up round)")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024, 4096])
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (the issue's setting: 2)")
     args = parser.parse_args()
-    sizes = dict(d_model=16, layers=1, seq_len=32, batch=4, vocab=64) if args.quick else dict(
-        d_model=64, layers=2, seq_len=256, batch=64, vocab=8192
+    torch.set_num_threads(args.threads)
+    sizes = dict(d_model=16, layers=1, batch=4, vocab=64, attention_heads=2, lengths=[32, 64]) if args.quick else dict(
+        d_model=64, layers=2, batch=64, vocab=64, attention_heads=4
     )
     vars(args).update(sizes)
     kept = keep_freed_memory()
@@ -106,37 +136,35 @@ def main() -> None:
     load_before = load_average()
     seconds = fastest_steps(args)
     load_after = load_average()
-    tokens = args.batch * args.seq_len
-    rows = []
-    for m in MIXERS:
-        row: list[object] = [m]
-        for masked in (False, True):
-            wall, cpu = seconds[m, masked]
-            ratio = f"{cpu / seconds[BASES[m], masked][1]:.2f}x" if m in BASES else "-"
-            row += [f"{1000 * wall:.0f}", f"{tokens / wall:,.0f}", f"{1000 * cpu:.0f}", ratio]
-        rows.append(row)
-    header = ["mixer"] + [
-        f"{h} ({mode})"
-        for mode in ("all positions", "score_mask")
-        for h in ("wall ms/step", "tokens/s", "CPU ms/step", "vs base (CPU)")
+    ratio_lengths = [T for T in args.lengths if T in RATIO_LENGTHS] or args.lengths[:1]
+    ratios_wall, verdicts = ratio_table(seconds, ratio_lengths, 0)
+    ratios_cpu, _ = ratio_table(seconds, ratio_lengths, 1)
+    rows = [
+        [m] + [f"{batch_for(T, args) * T / seconds[m, T][0]:,.0f}" for T in args.lengths] for m in MIXERS
     ]
-    table = markdown_table(header, rows)
-    print(table)
+    tokens = markdown_table(["mixer"] + [f"T={T} (batch {batch_for(T, args)})" for T in args.lengths], rows)
+    text = (
+        f"### Step time relative to attention (wall clock)\n\n{ratios_wall}\n"
+        + "\n".join(f"- {v}" for v in verdicts)
+        + f"\n\n### The same in CPU time of the process\n\n{ratios_cpu}\n### Tokens/s (wall clock)\n\n{tokens}"
+    )
+    print(text)
     if args.quick:
         return
     body = (
-        f"Training step (forward, cross-entropy, backward, AdamW) of a language model with d_model "
-        f"{args.d_model}, {args.layers} layers, no MLP, vocabulary {args.vocab}, T = {args.seq_len}, batch "
-        f"{args.batch}, float32, ModelConfig defaults otherwise (impl auto = chunk on CPU; Mamba-2 head and "
-        f"state dim 16; log-linear: softplus lambda, max_len = T, so 9 levels). Fastest of {args.rounds} "
-        f"interleaved rounds after a warm-up round, in wall time and in CPU time of the process (both threads; "
-        f"less disturbed by other load on a shared machine). score_mask: {NUM_SCORED} scored positions per sequence "
-        f"(MQAR-like), logits only there. 'vs base': CPU time per step relative to the base mixer "
-        f"(target: log-linear within 2x). glibc keeps freed memory (mallopt, see keep_freed_memory): "
-        f"{kept}. Load average of the machine (other processes included) before/after: "
-        f"{load_before}/{load_after} on {os.cpu_count()} cores.\n\n{table}"
+        f"Training step (forward, cross-entropy, backward, AdamW) of a language model with d_model {args.d_model}, "
+        f"{args.layers} layers, no MLP, vocabulary {args.vocab}, float32, {NUM_SCORED} scored positions per sequence "
+        f"(logits only there), attention with {args.attention_heads} heads, ModelConfig defaults otherwise "
+        f"(impl auto = chunk on CPU, max_len = T), {torch.get_num_threads()} threads. Batch {args.batch} at T <= 256, "
+        f"{TOKENS_PER_STEP} tokens per step beyond. Fastest of {args.rounds} interleaved rounds after a warm-up "
+        f"round, all in one process. The machine is shared with other users, so single timings are noisy: "
+        f"compare the ratios, which come from the same rounds; CPU time of the process is less disturbed by "
+        f"other load than wall time. glibc keeps freed memory (mallopt, see keep_freed_memory): {kept}. Load "
+        f"average of the machine (other processes included) before/after: {load_before}/{load_after} on "
+        f"{os.cpu_count()} cores.\n\n{text}"
     )
-    print(f"wrote {write_section(SECTION, body)}")
+    section = SECTION if args.threads == 2 else f"{SECTION} ({args.threads} thread{'s' * (args.threads > 1)})"
+    print(f"wrote {write_section(section, body)}")
 
 
 if __name__ == "__main__":

@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import resource
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
@@ -27,6 +29,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from loglinear.kernels import log_linear_attn, num_levels
 
 B, H, K, V, CHUNK = 1, 4, 64, 64, 64
+REPS = 5
 
 
 def inputs(T: int, delta: bool, single: bool, seed: int = 0):
@@ -123,28 +126,34 @@ def main() -> None:
 
     mm = matmul_gflops()
     lengths = [512, 1024, 2048, 4096, 8192, 16384]
-    body = [f"Forward+backward, B={B}, H={H}, K=V={K}, chunk {CHUNK}, fp32; fastest of 3 (naive: 1). "
-            f"Plain torch.matmul (2048^3, same run): {mm:.1f} GFLOP/s.\n"]
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    body = [f"Forward+backward, B={B}, H={H}, K=V={K}, chunk {CHUNK}, fp32, {torch.get_num_threads()} threads; fastest "
+            f"of {REPS} (naive: 1), each row in its own process, one after another. Plain torch.matmul (2048^3, same "
+            f"run): {mm:.1f} GFLOP/s. The machine is shared with other users (load average {load} at the start on "
+            f"{os.cpu_count()} cores): single rows can be slowed by their load; the fastest-of-N keeps the least "
+            f"disturbed run.\n"]
     checks = []
     for delta, name, naive_max, naive_at, naive_target, plain_target in (
         (False, "log-linear Mamba-2 (beta None)", 8192, 8192, 100, 2.0),
-        (True, "log-linear Gated DeltaNet (beta given)", 4096, 4096, 20, 3.0),
+        # the naive delta rule at 8192 would need ~14 GB and minutes: its ratio is taken at 4096 (a lower bound at 8192)
+        (True, "log-linear Gated DeltaNet (beta given)", 4096, 4096, 100, 3.0),
     ):
-        text, res = table(delta, lengths, naive_max, 3, measure_in_subprocess)
+        text, res = table(delta, lengths, naive_max, REPS, measure_in_subprocess)
         body += [f"### {name}\n", text]
         speedup = res[naive_at]["naive"]["s"] / res[naive_at]["chunk"]["s"]
         growth = res[16384]["chunk"]["s"] / res[1024]["chunk"]["s"]
         over_plain = res[4096]["chunk"]["s"] / res[4096]["plain"]["s"]
-        eff = res[16384]["chunk"]["gflop"] / res[16384]["chunk"]["s"] / mm
+        eff = {T: res[T]["chunk"]["gflop"] / res[T]["chunk"]["s"] / mm for T in lengths if T >= 4096}
+        worst = min(eff, key=eff.get)
         checks += [
             f"- {name}: chunk vs naive at T={naive_at}: {speedup:.0f}x (target >= {naive_target}x) "
             f"{'met' if speedup >= naive_target else 'MISSED'}",
-            f"- {name}: time(16384)/time(1024) = {growth:.1f} (target <= 36, T log T gives 18.7) "
-            f"{'met' if growth <= 36 else 'MISSED'}",
+            f"- {name}: time(16384)/time(1024) = {growth:.1f} (target <= 24, T log T gives 18.7) "
+            f"{'met' if growth <= 24 else 'MISSED'}",
             f"- {name}: log-linear chunk / plain chunk at T=4096 = {over_plain:.2f} (target <= {plain_target}) "
             f"{'met' if over_plain <= plain_target else 'MISSED'}",
-            f"- {name}: chunk matmul GFLOP/s at T=16384 = {eff:.0%} of torch.matmul "
-            f"({'met' if eff >= 0.4 else 'below'} the 40% target)",
+            f"- {name}: chunk matmul GFLOP/s at T >= 4096: at least {eff[worst]:.0%} of torch.matmul (T={worst}; "
+            f"target >= 30%) {'met' if eff[worst] >= 0.3 else 'MISSED'}",
         ]
     body += ["### Targets\n", "\n".join(checks)]
     from results import write_section

@@ -19,19 +19,19 @@ from loglinear.kernels.state import LogLinearState
 Impl = Callable[..., tuple[Tensor, LogLinearState]]
 
 
-def _naive(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+def _naive(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
     return naive_log_linear_attn(q, k, v, g, lam, beta, _or_fresh(state, q, v), out_levels)
 
 
-def _recurrent(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+def _recurrent(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
     return recurrent_log_linear_attn(q, k, v, g, lam, beta, _with_levels(_or_fresh(state, q, v), out_levels))
 
 
-def _chunk(q, k, v, g, lam, beta, state, out_levels, chunk_size):
-    return chunk_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size)
+def _chunk(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
+    return chunk_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state)
 
 
-def _triton(q, k, v, g, lam, beta, state, out_levels, chunk_size):
+def _triton(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
     try:
         from loglinear.kernels.fused.function import fused_log_linear_attn
     except ImportError as e:
@@ -107,7 +107,7 @@ def log_linear_attn(
     check_values(q, k, v, g, lam, beta)
 
     dtype = _compute_dtype(q, k, v, g, lam, beta)
-    if name not in _GQA_NATIVE:
+    if name not in _GQA_NATIVE and not (name == "chunk" and q.shape[2] == 1):  # chunk broadcasts one shared head
         q, k = expand_heads(q, v.shape[2]), expand_heads(k, v.shape[2])
     # the fused kernels load their inputs in any float dtype and accumulate in float32 themselves
     cast = [None if x is None else (x if name in _GQA_NATIVE else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
@@ -120,7 +120,7 @@ def log_linear_attn(
             state = _with_levels(state, 1)
     if lam is not None and lam.shape[-1] < out_levels:  # a deeper initial state: its extra levels read weight 0
         cast[4] = torch.nn.functional.pad(cast[4], (0, out_levels - lam.shape[-1]))
-    o, final = IMPLS[name](*cast, state, out_levels, chunk_size)
+    o, final = IMPLS[name](*cast, state, out_levels, chunk_size, need_state=output_final_state)
     return o.to(v.dtype), (final if output_final_state else None)
 
 

@@ -44,10 +44,10 @@ class Attention(Mixer):
     @classmethod
     def check_config(cls, cfg: "ModelConfig") -> None:
         if cfg.d_model % cfg.heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by n_heads={cfg.heads}")
+            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by attention_heads={cfg.heads}")
         if (cfg.d_model // cfg.heads) % 2:
             raise ValueError(
-                f"ModelConfig.n_heads={cfg.heads} gives an odd attention head dim {cfg.d_model // cfg.heads}; RoPE needs it even"
+                f"ModelConfig.attention_heads={cfg.heads} gives an odd attention head dim {cfg.d_model // cfg.heads}; RoPE needs it even"
             )
 
     def _qkv(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:

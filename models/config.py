@@ -53,7 +53,9 @@ class ModelConfig:
     rope_base:        RoPE base of attention.
     norm_eps:         epsilon of every RMSNorm.
     impl:             operator implementation of the linear mixers ("auto": Triton on CUDA, chunk on CPU).
-    chunk_size:       chunk length of the chunkwise operator (a power of two).
+    chunk_size:       chunk length of the chunkwise operator (a power of two); on the CPU chunk path the
+                      linear mixers use at most max(16, K, V) (rounded up to a power of two): same output
+                      up to rounding, less dense work per chunk.
     """
 
     mixer: str = "attention"

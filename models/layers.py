@@ -42,12 +42,41 @@ class GatedRMSNorm(RMSNorm):
         return super().forward(x * F.silu(z))
 
 
+class _CausalDepthwiseConv(torch.autograd.Function):
+    """y_t = sum_j w_j x_{t-k+1+j} over x (B, T, C), w (C, k), zero before the first token.
+
+    Forward and backward add shifted slices in place: no padded copy of x, and none of the padded
+    zero gradients that slicing a padded input costs autograd in the backward.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+        T, k = x.shape[1], w.shape[1]
+        y = x * w[:, k - 1]
+        for j, s in ((j, k - 1 - j) for j in range(k - 1) if k - 1 - j < T):  # tap j reads s tokens back
+            y[:, s:] += x[:, : T - s] * w[:, j]
+        ctx.save_for_backward(x, w)
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: Tensor) -> tuple[Tensor, Tensor]:
+        x, w = ctx.saved_tensors
+        T, k = x.shape[1], w.shape[1]
+        dx = dy * w[:, k - 1]
+        dw = torch.zeros_like(w)
+        dw[:, k - 1] = (dy * x).sum((0, 1))
+        for j, s in ((j, k - 1 - j) for j in range(k - 1) if k - 1 - j < T):
+            dx[:, : T - s] += dy[:, s:] * w[:, j]
+            dw[:, j] = (dy[:, s:] * x[:, : T - s]).sum((0, 1))
+        return dx, dw
+
+
 class ShortConv(nn.Module):
     """Depthwise causal convolution over time followed by SiLU: y_t = silu(b + sum_j w_j * x_{t-k+1+j}).
 
     `forward` takes (B, T, C); `step` takes one token (B, C) and the last k-1 inputs (B, C, k-1).
-    Both sum the k taps in the same order, as shifted products rather than through conv1d: on CPU,
-    conv1d compiles a kernel per new shape (about a second in float64), and the taps are as fast.
+    Not conv1d: on CPU it compiles a kernel per new shape (about a second in float64); the shifted
+    products (with their own backward, `_CausalDepthwiseConv`) are as fast.
     Weights and bias start uniform in +-1/sqrt(k) (PyTorch's Conv1d default for this fan-in).
     """
 
@@ -58,23 +87,18 @@ class ShortConv(nn.Module):
         self.weight = nn.Parameter(torch.empty(channels, kernel_size).uniform_(-bound, bound))
         self.bias = nn.Parameter(torch.empty(channels).uniform_(-bound, bound)) if bias else None
 
-    def _taps(self, windows: list[Tensor]) -> Tensor:
-        y = windows[0] * self.weight[:, 0]
-        for j in range(1, self.kernel_size):
-            y = y + windows[j] * self.weight[:, j]
+    def _activate(self, y: Tensor) -> Tensor:
         return F.silu(y if self.bias is None else y + self.bias)
 
     def forward(self, x: Tensor) -> Tensor:
-        T = x.shape[1]
-        padded = F.pad(x, (0, 0, self.kernel_size - 1, 0))  # (B, k - 1 + T, C)
-        return self._taps([padded[:, j : j + T] for j in range(self.kernel_size)])
+        return self._activate(_CausalDepthwiseConv.apply(x, self.weight))
 
     def init_state(self, batch_size: int, *, device: torch.device, dtype: torch.dtype) -> Tensor:
         return torch.zeros(batch_size, self.weight.shape[0], self.kernel_size - 1, device=device, dtype=dtype)
 
     def step(self, x_t: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         window = torch.cat([state, x_t[..., None]], dim=-1)  # (B, C, k)
-        return self._taps(list(window.unbind(-1))), window[..., 1:]
+        return self._activate((window * self.weight).sum(-1)), window[..., 1:]
 
 
 def apply_rope(x: Tensor, positions: Tensor, base: float) -> Tensor:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step
+from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step, value_checks
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import ShortConv
 from loglinear.models.mixer import Mixer
@@ -95,8 +95,23 @@ class LinearAttentionMixer(Mixer):
         lam = None
         if self.lambda_head is not None:
             lam = self.lambda_head.levels_for(self.lambda_head(dl, inp.g), x.shape[1])
-        o, _ = log_linear_attn(q, k, inp.v, inp.g, lam, inp.beta, impl=self.impl, chunk_size=self.chunk_size)
+        # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
+        # operator's value checks (a pass over every input and a host sync per call) stay off here
+        with value_checks(False):
+            o, _ = log_linear_attn(q, k, inp.v, inp.g, lam, inp.beta, impl=self.impl, chunk_size=self._chunk_size(x))
         return self.output(o, conv_out, rest)
+
+    def _chunk_size(self, x: Tensor) -> int:
+        """cfg.chunk_size, on the CPU chunk path at most max(16, K, V) rounded up to a power of two.
+
+        A chunk of C tokens costs O(C) per token in C x C matrices and saves state updates of K x V
+        per chunk; with small heads (Mamba-2's 16 x 16) long chunks only add C x C work. Any chunk
+        size gives the same outputs up to rounding.
+        """
+        if x.is_cuda or self.impl not in ("auto", "chunk"):
+            return self.chunk_size
+        cap = 1 << (max(16, self.key_dim, self.value_dim) - 1).bit_length()
+        return min(self.chunk_size, cap)
 
     def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> RecurrentCache:
         levels = 1

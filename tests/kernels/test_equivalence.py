@@ -114,3 +114,27 @@ def test_fuzz_chunk_and_recurrent_against_naive(B, T, H, K, V, log_chunk, delta,
         o, s = run(x, impl, chunk_size=2**log_chunk)
         assert rel_err(o, o_ref) < 1e-9, impl
         assert rel_err(s.levels, s_ref.levels) < 1e-9, impl
+
+
+@pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
+@pytest.mark.parametrize("levels", [True, False], ids=["lam", "single"])
+@pytest.mark.parametrize("T", [1, 16, 37, 100, 257])
+def test_output_only_paths_match_naive(T, delta, levels):
+    """Without the final state chunk takes shortcuts (the dense form for one chunk, the loop-free inter-chunk pass
+    for a scalar decay) and reads one shared q/k head by broadcasting: forward and gradients against naive."""
+
+    def run(impl):
+        x = make_inputs(2, T, 3, 8, 4, delta=delta, levels=levels, seed=T)
+        x.q, x.k = x.q[:, :, :1].clone(), x.k[:, :, :1].clone()  # one q/k head shared by the 3 v heads
+        x.requires_grad_()
+        o, s = log_linear_attn(*x.args(), impl=impl, chunk_size=16)
+        assert s is None
+        weights = torch.randn(o.shape, generator=torch.Generator().manual_seed(1), dtype=o.dtype)
+        (o * weights).sum().backward()
+        return o, {n: getattr(x, n).grad for n in ("q", "k", "v", "g", "lam", "beta") if getattr(x, n) is not None}
+
+    o_ref, g_ref = run("naive")
+    o, got = run("chunk")
+    assert rel_err(o, o_ref) < 1e-10
+    for name in g_ref:
+        assert rel_err(got[name], g_ref[name]) < 1e-10, name
