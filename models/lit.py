@@ -14,7 +14,6 @@ cross-entropy there, and accuracies. Metric names carry the split prefix:
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Optional
 

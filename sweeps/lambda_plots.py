@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from loglinear.models.lambda_levels import LevelRow
 from loglinear.sweeps.manifest import run_dir
 from loglinear.sweeps.results import (
-    LAMBDA_KEY, MIXER_KEY, Record, Sweep, is_log_linear, load_sweep, mean_std, selected_cells,
+    LAMBDA_KEY, MIXER_KEY, Record, Sweep, is_log_linear, load_sweep, mean_std_text, selected_cells,
 )
 from loglinear.sweeps.train import FINISHED
 
@@ -157,7 +157,7 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         if not shown:
             skipped[title] = "no run of the cell could be inspected"
             continue
-        accuracy = {name: _accuracy_text(by_lambda[name].values) for name in shown}
+        accuracy = {name: mean_std_text(by_lambda[name].values) for name in shown}
         path = save(cell_figure(title, shown, accuracy), out / f"lambda_{slug}.png")
         written.append(path)
         sections.append(_section(title, path.name, by_lambda, shown, accuracy))
@@ -202,13 +202,6 @@ def _section(title: str, image: str, by_lambda, shown: dict[str, list[Profile]],
         lines.append(f"| {name} | {'-' if lr is None else f'{lr:.3g}'} | {accuracy[name]} | {len(runs)} | "
                      + " | ".join(mean_by_level) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _accuracy_text(values: list[float]) -> str:
-    if not values:
-        return "-"
-    mean, std = mean_std(values)
-    return f"{100 * mean:.1f}" + ("" if std is None else f" ({100 * std:.1f})")
 
 
 def _nanmean(values: list[float]) -> float:

@@ -16,7 +16,7 @@ from loglinear.sweeps.paired import Pairing, paired_comparisons, summary_sentenc
 from loglinear.sweeps.plots import write_plots
 from loglinear.sweeps.results import (
     HEADERS, LAMBDA_KEY, MIXER_KEY, MIXER_NAMES, THRESHOLD, Cell, Record, Sweep, is_log_linear, load_sweep,
-    mean_std, mixer_rank, selected_cells, slice_values,
+    mean_std_text, mixer_rank, selected_cells, slice_values,
 )
 from loglinear.sweeps.spec import describe
 from loglinear.sweeps.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
@@ -122,7 +122,7 @@ def format_cell(cell: Cell) -> str:
     elif cell.solved:
         text = ">=99"
     else:
-        text = _mean_text(values)
+        text = mean_std_text(values)
     return text if cell.complete else f"{text} [{len(values)}/{len(cell.runs)}]"
 
 
@@ -196,7 +196,8 @@ def length_table(sweep: Sweep, cells: dict) -> Optional[str]:
         per_length_seq = slice_values(runs, SEQ_ACC_PREFIX)
         line = [*row, str(d_model)]
         for n in lengths:
-            line += [_scaled_text([scaled(a, classes) for a in per_length.get(n, [])]), _mean_text(per_length_seq.get(n, []))]
+            scores = [scaled(a, classes) for a in per_length.get(n, [])]
+            line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, []))]
         body.append(line)
     return markdown_table(header, body) if body else None
 
@@ -249,20 +250,6 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 def _header(key: str) -> str:
     return HEADERS.get(key, key.rsplit(".", 1)[-1])
-
-
-def _scaled_text(values: list[float]) -> str:
-    if not values:
-        return "-"
-    mean, std = mean_std(values)
-    return f"{mean:.2f}" + ("" if std is None else f" ({std:.2f})")
-
-
-def _mean_text(values: list[float]) -> str:
-    if not values:
-        return "-"
-    mean, std = mean_std(values)
-    return f"{100 * mean:.1f}" + ("" if std is None else f" ({100 * std:.1f})")
 
 
 def _csv(value: Any) -> Any:

@@ -274,6 +274,14 @@ def mean_std(values: list[float]) -> tuple[float, Optional[float]]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
+def mean_std_text(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+    """`mean (std)` of `values` times `scale` (percent by default), `-` for none, no std for one value."""
+    if not values:
+        return "-"
+    mean, std = mean_std(values)
+    return f"{scale * mean:.{digits}f}" + ("" if std is None else f" ({scale * std:.{digits}f})")
+
+
 def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Cell]:
     """Group records by `key`, then keep each group's runs at the configuration (lr, λ) with the best mean
     validation score over the runs that finished (ties go to the smaller lr, then to λ's name)."""
