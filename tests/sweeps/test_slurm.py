@@ -55,7 +55,9 @@ def test_partition_defaults_fit_the_cpu_partition(slurm_cluster):
 def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
     """The README's command; Ctrl-C stops following (the tasks go on), and the same command again
     follows the queued tasks instead of submitting them twice."""
-    spec = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2", "log_linear_mamba2"]})
+    # runs long enough (about 20 s each) that the sweep is still following them when Ctrl-C arrives
+    long_enough = {"train.max_steps": 1500, "train.val_every": 500, "train.early_stop_threshold": None}
+    spec = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2", "log_linear_mamba2"]}, **long_enough)
     runs = expand(load_spec(spec))
     out = tmp_path / "out"
     command = ["run", str(spec), "--out", str(out), *SLURM, "--workers", "2"]
