@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -32,6 +33,9 @@ Exit status: 0 all runs finished, 1 some run failed or did not finish, 2 bad spe
 
 
 def sweep_main(argv: Sequence[str]) -> int:
+    # Ctrl-C stops a sweep even when it was started with SIGINT ignored (a background job of a script
+    # inherits that, and Python then raises no KeyboardInterrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     parser = _parser()
     try:
         args = parser.parse_args(list(argv))
