@@ -33,13 +33,13 @@ from loglinear.models.lambda_levels import (
     QUANTILES, LevelRow, LevelStatistics, capture_lambda, effective_weights, lambda_heads, level_output_norms,
 )
 from loglinear.sweeps.config import ConfigError, RunConfig, resolve
-from loglinear.sweeps.manifest import CONFIG
+from loglinear.sweeps.checkpoints import LAST
 from loglinear.sweeps.results import is_log_linear
-from loglinear.sweeps.train import read_result
+from loglinear.sweeps.train import CONFIG, read_result
 
 LEVELS_CSV = "lambda_levels.csv"
 LEVELS_PNG = "lambda_levels.png"
-CHECKPOINT = "last.ckpt"
+CHECKPOINT = LAST
 PROBE_SEQUENCES = 8
 """Validation sequences of each length on which the effective weights are measured (a mixer pass per level)."""
 

@@ -20,8 +20,6 @@ from loglinear.sweeps.train import FINISHED, read_result
 
 MANIFEST = "manifest.json"
 RUNS = "runs"
-CONFIG = "config.yaml"
-RESULT = "result.json"
 LOG = "train.log"
 
 

@@ -28,11 +28,11 @@ from typing import IO, Optional
 
 from loglinear.sweeps import lock
 from loglinear.sweeps.config import to_yaml
-from loglinear.sweeps.manifest import CONFIG, LOG, RESULT, is_finished, run_dir, status_of
+from loglinear.sweeps.manifest import LOG, is_finished, run_dir, status_of
 from loglinear.sweeps.progress import Progress, eta_seconds
 from loglinear.sweeps.spec import Run
 from loglinear.sweeps.files import write_json_atomic
-from loglinear.sweeps.train import FINISHED
+from loglinear.sweeps.train import CONFIG, FINISHED, RESULT
 
 POLL_S = 0.2
 GRACE_S = 60.0
