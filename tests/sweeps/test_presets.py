@@ -51,3 +51,21 @@ def test_paper_spec_tunes_lr_and_lambda_per_cell():
         assert {lam for m, lam in lambdas if m == mixer} == {"softplus", "bounded"}
     assert {m for m, _ in lambdas} == MIXERS
     assert 3.16e-2 in {p["train.lr"] for p in grid}
+
+
+def test_state_tracking_spec_pairs_both_eigenvalue_ranges_and_tests_past_training():
+    runs = expand(load_spec(CONFIGS / "sweeps" / "state_tracking_cpu.yaml"))
+    assert len(runs) == 27  # the count in the spec's header
+    seeds = {}
+    for run in runs:
+        cfg = run.config
+        seeds.setdefault((cfg.model.mixer, cfg.model.negative_eigenvalues), []).append((cfg.train.seed, cfg.data.seed))
+        trained = cfg.data.task_args["seq_len"]
+        tested = [s.get("seq_len", trained) for s in cfg.data.eval_sets]
+        assert tested == [trained, 2 * trained, 4 * trained, 8 * trained]
+        assert all(s["scored"] == "last" for s in cfg.data.eval_sets)
+        assert cfg.train.early_stop_threshold is None  # a fixed budget: stopping at 99% in distribution stops too early
+    recurrent = MIXERS - {"attention"}
+    assert set(seeds) == {(m, neg) for m in recurrent for neg in (False, True)} | {("attention", False)}
+    assert len({tuple(sorted(s)) for s in seeds.values()}) == 1
+    assert all(len(set(s)) == len(s) >= 3 for s in seeds.values())
