@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from loglinear.models.layers import apply_rope
-from loglinear.models.mixer import MIXERS, Mixer
+from loglinear.models.mixer import Mixer
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -25,13 +25,14 @@ class KVCache:
     length: int
 
 
-@MIXERS.register("attention")
 class Attention(Mixer):
     """softmax(q k^T / sqrt(D) + causal mask) v per head, with RoPE on q and k; no biases.
 
-    Heads: ModelConfig.heads (n_heads, or max(1, d_model // 64)); head dim D = d_model / heads.
+    Heads: ModelConfig.attention_heads, or max(1, d_model // 64); head dim D = d_model / heads.
     Decoding appends to a preallocated KV cache (changed in place) and attends over its filled part.
     """
+
+    name, display_name = "attention", "Transformer"
 
     def __init__(self, cfg: "ModelConfig") -> None:
         super().__init__(cfg)
@@ -40,6 +41,10 @@ class Attention(Mixer):
         self.rope_base = cfg.rope_base
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.out_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
+
+    @classmethod
+    def num_heads(cls, cfg: "ModelConfig") -> int:
+        return cfg.attention_heads if cfg.attention_heads is not None else max(1, cfg.d_model // 64)
 
     @classmethod
     def check_config(cls, cfg: "ModelConfig") -> None:

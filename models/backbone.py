@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from loglinear.models.config import ModelConfig
 from loglinear.models.layers import RMSNorm, SwiGLU
-from loglinear.models.mixer import MIXERS
+from loglinear.models.mixers import MIXERS
 
 logger = logging.getLogger(__name__)
 

@@ -87,17 +87,11 @@ class ModelConfig:
 
     @property
     def heads(self) -> int:
-        """Heads of this config's attention or Gated DeltaNet mixer: attention_heads or deltanet_heads,
-        or the default described in the class docstring."""
-        if self.mixer == "attention":
-            return self.attention_heads if self.attention_heads is not None else max(1, self.d_model // 64)
-        if self.deltanet_heads is not None:
-            return self.deltanet_heads
-        return 1 if self.d_model <= 16 else max(2, self.d_model // 128)
+        """Heads of this config's mixer (its `num_heads`: attention_heads, deltanet_heads or
+        expand * d_model / head_dim, with the defaults described above)."""
+        from loglinear.models.mixers import MIXERS
 
-    @property
-    def mamba2_heads(self) -> int:
-        return self.expand * self.d_model // self.head_dim
+        return MIXERS[self.mixer].num_heads(self)
 
     @property
     def lambda_levels(self) -> int:
@@ -111,7 +105,7 @@ class ModelConfig:
     def validate(self) -> None:
         """Raise a ValueError naming the field of the first impossible setting."""
         from loglinear.models.lambda_params import LAMBDA_PARAMS
-        from loglinear.models.mixer import MIXERS
+        from loglinear.models.mixers import MIXERS
 
         for name in ("d_model", "n_layers", "max_len", "head_dim", "state_dim", "expand", "conv_size"):
             _positive_int(name, getattr(self, name))

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 
 from loglinear.kernels import num_levels
 from loglinear.models.layers import inverse_softplus
-from loglinear.models.registry import Registry
+from loglinear.registry import Registry
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig

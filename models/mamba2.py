@@ -12,7 +12,6 @@ from torch import Tensor, nn
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, inverse_softplus
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
-from loglinear.models.mixer import MIXERS
 from loglinear.models.signed_decay import signed_log_decay
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ def initial_A_log(n_heads: int) -> Tensor:
     return torch.empty(n_heads).uniform_(*A_RANGE).log()
 
 
-@MIXERS.register("mamba2")
 class Mamba2(LinearAttentionMixer):
     """Mamba-2 mixer with d_inner = expand * d_model, H = d_inner / head_dim heads, state dim N.
 
@@ -49,8 +47,10 @@ class Mamba2(LinearAttentionMixer):
     (-1, 1] (see signed_decay.py). A `lambda_head` (log_linear_mamba2) adds its columns to W_in.
     """
 
+    name, display_name = "mamba2", "Mamba-2"
+
     def __init__(self, cfg: "ModelConfig", lambda_head: LambdaHead | None = None) -> None:
-        self.d_inner, H, N = cfg.expand * cfg.d_model, cfg.mamba2_heads, cfg.state_dim
+        self.d_inner, H, N = cfg.expand * cfg.d_model, self.num_heads(cfg), cfg.state_dim
         super().__init__(
             cfg, n_heads=H, key_dim=N, value_dim=cfg.head_dim, conv_width=self.d_inner + 2 * N,
             rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
@@ -61,6 +61,10 @@ class Mamba2(LinearAttentionMixer):
         self.D = nn.Parameter(torch.ones(H))
         self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_before_gate=False)
         self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
+
+    @classmethod
+    def num_heads(cls, cfg: "ModelConfig") -> int:
+        return cfg.expand * cfg.d_model // cfg.head_dim
 
     @classmethod
     def check_config(cls, cfg: "ModelConfig") -> None:

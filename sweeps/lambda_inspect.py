@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 from omegaconf import OmegaConf
 
+from loglinear.models import MIXERS
 from loglinear.models.lambda_levels import (
     QUANTILES, LevelRow, LevelStatistics, capture_lambda, effective_weights, lambda_heads, level_output_norms,
 )
@@ -96,8 +97,8 @@ def inspect_run(
     run_dir = Path(run_dir)
     cfg = read_run_config(run_dir)
     if not is_log_linear(cfg.model.mixer):
-        raise InspectError(f"{run_dir} is a {cfg.model.mixer} run: only log-linear mixers have lambda "
-                           "(log_linear_mamba2, log_linear_gated_deltanet)")
+        log_linear = ", ".join(name for name, mixer in MIXERS.items() if mixer.log_linear)
+        raise InspectError(f"{run_dir} is a {cfg.model.mixer} run: only log-linear mixers have lambda ({log_linear})")
     checkpoint = run_dir / CHECKPOINT
     if not checkpoint.is_file():
         raise InspectError(f"{checkpoint} not found: the run has not validated yet (a checkpoint is saved at each validation)")

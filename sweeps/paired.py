@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from loglinear.sweeps.results import (
-    DEFAULT_LAMBDA, HEADERS, MIXER_NAMES, Cell, Record, Sweep, base_mixer, is_log_linear, mean_std, mixer_rank,
+    DEFAULT_LAMBDA, HEADERS, Cell, Record, Sweep, base_mixer, display_name, is_log_linear, mean_std, mixer_rank,
     selected_cells,
 )
 
@@ -219,7 +219,7 @@ def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell) -> Pai
 def _label(mixer: str, cell: Cell) -> str:
     """Display name: `Log-Linear Mamba-2`, or `Log-Linear Mamba-2 (λ sigmoid)` for a λ comparison."""
     name, _, lam = mixer.partition("[")
-    label = MIXER_NAMES.get(name, name)
+    label = display_name(name)
     return f"{label} (λ {lam.rstrip(']')})" if lam else label
 
 

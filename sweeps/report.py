@@ -15,8 +15,8 @@ from loglinear.sweeps.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.sweeps.paired import Pairing, paired_comparisons, summary_sentence, unpairable_reason
 from loglinear.sweeps.plots import write_plots
 from loglinear.sweeps.results import (
-    HEADERS, LAMBDA_KEY, MIXER_KEY, MIXER_NAMES, THRESHOLD, Cell, Record, Sweep, is_log_linear, load_sweep,
-    mean_std_text, mixer_rank, selected_cells, slice_values,
+    HEADERS, LAMBDA_KEY, MIXER_KEY, THRESHOLD, Cell, Record, Sweep, is_log_linear, load_sweep,
+    display_name, mean_std_text, mixer_rank, selected_cells, slice_values,
 )
 from loglinear.sweeps.spec import describe
 from loglinear.sweeps.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
@@ -167,7 +167,7 @@ def lambda_table(sweep: Sweep) -> str:
     cells = selected_cells(records, lambda r: (row_of(r), r.mixer, r.d_model))
     columns = list(dict.fromkeys((r.mixer, r.d_model) for r in sorted(records, key=lambda r: (mixer_rank(r.mixer), r.d_model))))
     keys = [LAMBDA_KEY] + [k for k in sweep.row_keys if k not in (MIXER_KEY, LAMBDA_KEY)]
-    header = [_header(k) for k in keys] + [f"{MIXER_NAMES.get(m, m)} {d}" for m, d in columns]
+    header = [_header(k) for k in keys] + [f"{display_name(m)} {d}" for m, d in columns]
     body = []
     for row in dict.fromkeys(row_of(r) for r in records):
         body.append(list(row) + [format_cell(cells[(row, *c)]) if (row, *c) in cells else "" for c in columns])

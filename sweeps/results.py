@@ -17,42 +17,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from loglinear.models import MIXERS, ModelConfig
 from loglinear.sweeps.config import GROUPS
 from loglinear.sweeps.manifest import read_manifest, result_of
 from loglinear.sweeps.train import FINISHED
 
-MIXER_NAMES = {
-    "attention": "Transformer",
-    "mamba2": "Mamba-2",
-    "log_linear_mamba2": "Log-Linear Mamba-2",
-    "gated_deltanet": "Gated DeltaNet",
-    "log_linear_gated_deltanet": "Log-Linear Gated DeltaNet",
-}
-"""Display names, in the paper's row order."""
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
 SEED_KEYS = ("train.seed", "data.seed")
-DEFAULT_LAMBDA = "softplus"
+DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
 THRESHOLD = 0.99
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
-LOG_LINEAR_PREFIX = "log_linear_"
-
-
 def is_log_linear(mixer: str) -> bool:
-    return mixer.startswith(LOG_LINEAR_PREFIX)
+    return mixer in MIXERS and MIXERS[mixer].log_linear
 
 
 def mixer_rank(mixer: str) -> int:
-    """Position of a mixer in the paper's row order (unknown mixers last)."""
-    names = list(MIXER_NAMES)
+    """Position of a mixer in the paper's row order, the order of `MIXERS` (unknown mixers last)."""
+    names = MIXERS.names()
     return names.index(mixer) if mixer in names else len(names)
 
 
-def base_mixer(mixer: str) -> str:
-    """The mixer a log-linear mixer extends: log_linear_mamba2 -> mamba2."""
-    return mixer[len(LOG_LINEAR_PREFIX):]
+def base_mixer(mixer: str) -> Optional[str]:
+    """The mixer a log-linear mixer extends (log_linear_mamba2 -> mamba2); None for a base mixer."""
+    return MIXERS[mixer].base if mixer in MIXERS else None
+
+
+def display_name(mixer: str) -> str:
+    """A mixer's row label in tables ("Mamba-2"); an unknown name stands for itself."""
+    return MIXERS[mixer].display_name if mixer in MIXERS else mixer
 
 
 def lookup(config: dict[str, Any], key: str) -> Any:
@@ -197,7 +192,7 @@ def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
 def _label(key: str, record: Record) -> str:
     value = record.get(key)
     if key == MIXER_KEY:
-        return MIXER_NAMES.get(str(value), str(value))
+        return display_name(str(value))
     if key == LAMBDA_KEY and not is_log_linear(record.mixer):
         return "-"
     if key == "model.negative_eigenvalues":
@@ -213,7 +208,7 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
     for i, key in enumerate(keys):
         seen = list(dict.fromkeys(r.row[i] for r in records))
         if key == MIXER_KEY:
-            known = [n for n in MIXER_NAMES.values() if n in seen]
+            known = [n for n in map(display_name, MIXERS) if n in seen]
             seen = known + [s for s in seen if s not in known]
         orders[key] = seen
     return orders

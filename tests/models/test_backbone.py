@@ -6,7 +6,7 @@ import torch
 from loglinear.models import MIXERS, ModelConfig, build_model, no_weight_decay, param_groups
 from loglinear.models.lambda_params import LambdaParam
 
-from .helpers import LOG_LINEAR
+from .helpers import BASE_OF, LOG_LINEAR
 
 # Parameter counts at the paper's MQAR sizes (vocab 8192, 2 layers, no MLP, tied head, max_len 256:
 # 9 lambda levels), as printed by test_paper_mqar_sizes_build_and_report (-s to see them):
@@ -113,7 +113,7 @@ def test_paper_mqar_sizes_build_and_report(d_model, capsys):
     assert gdn.n_heads == (1 if d_model == 16 else 2)
     m2 = build_model(ModelConfig(mixer="mamba2", **base)).blocks[0].mixer
     assert (m2.key_dim, m2.value_dim, m2.n_heads) == (16, 16, 2 * d_model // 16)
-    for mixer, base_mixer in zip(LOG_LINEAR, ("mamba2", "gated_deltanet")):
+    for mixer, base_mixer in BASE_OF.items():
         r = reports[mixer]
         assert r.total - r.lambda_heads == reports[base_mixer].total  # the head is the only difference
         assert 0 < r.overhead_vs_model_pct < 2

@@ -6,7 +6,7 @@ import torch
 from loglinear.models import LAMBDA_PARAMS, MIXERS, build_model
 from loglinear.models.signed_decay import apply_sign_prefix, signed_log_decay
 
-from .helpers import LOG_LINEAR
+from .helpers import LINEAR, LOG_LINEAR
 
 
 def _train_step(model, T=21):
@@ -41,7 +41,7 @@ def test_lambda_params_forward_backward(tiny, mixer, lambda_param, bias_init):
         assert proj[-head.n_inputs :].abs().sum() > 0
 
 
-@pytest.mark.parametrize("mixer", ["mamba2", "gated_deltanet", *LOG_LINEAR])
+@pytest.mark.parametrize("mixer", LINEAR)
 def test_implementations_agree(tiny, mixer):
     torch.manual_seed(0)
     model = build_model(tiny(mixer=mixer, impl="naive", negative_eigenvalues=True)).double()
