@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Optional
 
+from loglinear.checks import check_int
 from loglinear.kernels import IMPLS, num_levels
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
@@ -108,9 +109,8 @@ class ModelConfig:
         from loglinear.models.mixers import MIXERS
 
         for name in ("d_model", "n_layers", "max_len", "head_dim", "state_dim", "expand", "conv_size"):
-            _positive_int(name, getattr(self, name))
-        if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
-            raise ValueError(f"ModelConfig.vocab_size must be an int >= 2, got {self.vocab_size!r}")
+            check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
+        check_int("ModelConfig.vocab_size", self.vocab_size, minimum=2)
         if self.mixer not in MIXERS:
             raise ValueError(f"ModelConfig.mixer: unknown mixer {self.mixer!r}; valid: {', '.join(MIXERS.names())}")
         if self.lambda_param not in LAMBDA_PARAMS:
@@ -123,12 +123,12 @@ class ModelConfig:
                 f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; valid: {', '.join(LAMBDA_BIAS_INITS)}"
             )
         share = self.lambda_share_from_level
-        if share is not None and (not isinstance(share, int) or share < 1):
-            raise ValueError(f"ModelConfig.lambda_share_from_level must be None or an int >= 1, got {share!r}")
+        if share is not None:
+            check_int("ModelConfig.lambda_share_from_level", share, minimum=1)
         valid_impls = ("auto", *IMPLS)
         if self.impl not in valid_impls:
             raise ValueError(f"ModelConfig.impl: unknown impl {self.impl!r}; valid: {', '.join(valid_impls)}")
-        _positive_int("chunk_size", self.chunk_size)
+        check_int("ModelConfig.chunk_size", self.chunk_size, minimum=1)
         if self.chunk_size & (self.chunk_size - 1):
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")
         if self.mlp_ratio < 0:
@@ -138,7 +138,7 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name} must be > 0, got {getattr(self, name)}")
         for name in ("attention_heads", "deltanet_heads"):
             if getattr(self, name) is not None:
-                _positive_int(name, getattr(self, name))
+                check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
         MIXERS[self.mixer].check_config(self)
 
     @classmethod
@@ -152,8 +152,3 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"ModelConfig has no field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
         return cls(**items)
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")

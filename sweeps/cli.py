@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loglinear.checks import int_option
 from loglinear.sweeps.config import ConfigError
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a sweep (skips finished runs, resumes interrupted ones), then report")
     run.add_argument("spec", help="sweep spec YAML (e.g. configs/sweeps/demo_cpu.yaml)")
     run.add_argument("--out", help="output folder (default: sweeps_out/<name>)")
-    run.add_argument("--workers", type=_positive_int, help="runs at a time (default: one per GPU, else one per CPU core); "
+    run.add_argument("--workers", type=int_option(1), help="runs at a time (default: one per GPU, else one per CPU core); "
                      "with submitit: the array's parallelism")
     run.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
     run.add_argument("--launcher", choices=("local", "submitit"), default="local",
@@ -82,13 +83,6 @@ def _parser() -> argparse.ArgumentParser:
     wandb.add_argument("--out", help="output folder of the runs (default: sweeps_out/<name>)")
     wandb.set_defaults(command=_wandb)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:

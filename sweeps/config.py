@@ -67,10 +67,13 @@ class RunConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
 
 
-def _find(path: str, beside: Optional[Path]) -> Path:
+def find_config_file(path: str, beside: Optional[Path], skip: Optional[Path] = None) -> Path:
+    """A config file named on the command line or in a file: in the folder `beside` (the file that names
+    it), then in the working directory, then in configs/; never `skip` (a sweep spec may share its
+    preset's name). Not found: a ConfigError naming every folder looked in."""
     candidates = ([beside / path] if beside else []) + [Path(path), CONFIGS_DIR / path]
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.is_file() and not (skip and candidate.resolve() == skip.resolve()):
             return candidate
     raise ConfigError(f"config file {path!r} not found (looked in {', '.join(str(c.parent) for c in candidates)})")
 
@@ -95,7 +98,7 @@ def _load_groups(cfg: DictConfig, beside: Optional[Path]) -> DictConfig:
     for group in GROUPS:
         value = cfg.get(group) if group in cfg else None
         if isinstance(value, str):
-            cfg[group] = load_mapping(_find(value, beside), f"a {group} group file")
+            cfg[group] = load_mapping(find_config_file(value, beside), f"a {group} group file")
     return cfg
 
 
@@ -104,7 +107,7 @@ def user_config(preset: Optional[str | Path], overrides: Sequence[str] = (), bas
     try:
         cfg = OmegaConf.create({})
         if preset is not None:
-            path = _find(str(preset), None)
+            path = find_config_file(str(preset), None)
             cfg = OmegaConf.merge(cfg, _load_groups(load_mapping(path, "a run preset"), path.parent))
         if base:
             cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.create(dict(base)), None))

@@ -29,6 +29,7 @@ from typing import Optional
 import torch
 from omegaconf import OmegaConf
 
+from loglinear.checks import int_option
 from loglinear.models import MIXERS
 from loglinear.models.lambda_levels import (
     QUANTILES, LevelRow, LevelStatistics, capture_lambda, effective_weights, lambda_heads, level_output_norms,
@@ -205,8 +206,8 @@ def inspect_main(argv: Sequence[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run's out_dir (holding config.yaml and last.ckpt)")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
-    parser.add_argument("--batches", type=_positive_int, default=None, help="validation batches to read (default: all)")
-    parser.add_argument("--probe-sequences", type=_non_negative_int, default=PROBE_SEQUENCES,
+    parser.add_argument("--batches", type=int_option(1), default=None, help="validation batches to read (default: all)")
+    parser.add_argument("--probe-sequences", type=int_option(0), default=PROBE_SEQUENCES,
                         help=f"sequences of each length the effective weights are measured on (default {PROBE_SEQUENCES}; 0: none)")
     try:
         args = parser.parse_args(list(argv))
@@ -220,20 +221,6 @@ def inspect_main(argv: Sequence[str]) -> int:
     print(summary(inspection))
     print(f"wrote {', '.join(str(p) for p in inspection.written)}", file=sys.stderr)
     return 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def summary(inspection: Inspection) -> str:

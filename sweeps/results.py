@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from loglinear.models import MIXERS, ModelConfig
+from loglinear.models.lit import SOLVED
 from loglinear.sweeps.config import GROUPS
 from loglinear.sweeps.manifest import read_manifest, result_of
 from loglinear.sweeps.train import FINISHED
@@ -26,7 +27,7 @@ MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param",
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
-THRESHOLD = 0.99
+THRESHOLD = SOLVED
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 

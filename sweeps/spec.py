@@ -40,7 +40,9 @@ from typing import Any, Optional
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from loglinear.sweeps.config import CONFIGS_DIR, GROUPS, ConfigError, RunConfig, load_mapping, load_run_config
+from loglinear.sweeps.config import (
+    CONFIGS_DIR, GROUPS, ConfigError, RunConfig, find_config_file, load_mapping, load_run_config,
+)
 
 SPEC_KEYS = ("name", "base", "grid", "zip")
 ID_EXCLUDED = ("out_dir", "logger")
@@ -291,13 +293,9 @@ def _group_file(key: str, value: Any, spec: Optional[Path]) -> Any:
 
 
 def _find_file(path: str, spec: Optional[Path]) -> str:
-    """Find a file beside the spec (never the spec itself: a spec may share its preset's name), then in
-    the working directory, then in configs/; return the shortest of `path`, its path under configs/
+    """Find a file as `find_config_file` does (beside the spec, never the spec itself); return the shortest of `path`, its path under configs/
     and its absolute path that `loglinear train` (working directory, then configs/) finds as the same file."""
-    candidates = ([spec.parent / path] if spec else []) + [Path(path), CONFIGS_DIR / path]
-    found = next((c.resolve() for c in candidates if c.is_file() and not (spec and c.resolve() == spec.resolve())), None)
-    if found is None:
-        raise ConfigError(f"file {path!r} not found (looked in {', '.join(str(c.parent) for c in candidates)})")
+    found = find_config_file(path, spec.parent if spec else None, skip=spec).resolve()
     forms = [path] + ([str(found.relative_to(CONFIGS_DIR.resolve()))] if found.is_relative_to(CONFIGS_DIR.resolve()) else [])
     for form in forms:
         seen_by_train = next((c for c in (Path(form), CONFIGS_DIR / form) if c.is_file()), None)

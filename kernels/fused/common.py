@@ -7,34 +7,29 @@ tensors are stored (B, H, N, ...).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
-_poison = False
+from loglinear.kernels.switch import Switch
+
+_POISON = Switch(False)
 
 
-@contextlib.contextmanager
-def poison_outputs() -> Iterator[None]:
+def poison_outputs() -> AbstractContextManager[None]:
     """Inside this block, kernel outputs and scratch start as NaN instead of uninitialised memory.
 
     A kernel that forgets to write an element then shows it as NaN in the result (tests use this).
     """
-    global _poison
-    previous, _poison = _poison, True
-    try:
-        yield
-    finally:
-        _poison = previous
+    return _POISON.set(True)
 
 
 def alloc(*shape: int, like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """An output buffer the kernels write in full: uninitialised, or NaN inside `poison_outputs()`."""
-    if _poison:
+    if _POISON:
         return torch.full(shape, float("nan"), dtype=dtype, device=like.device)
     return torch.empty(shape, dtype=dtype, device=like.device)
 
