@@ -1,6 +1,7 @@
-"""`MIXERS`: every sequence mixer by its `name`, in the paper's table order.
+"""`MIXERS`: every sequence mixer by its `name`: the base mixers, then the log-linear ones.
 
-Reports, benchmarks and tests list mixers in this order and read what each says about itself
+Benchmarks and tests list mixers in this order; report tables put each base mixer's log-linear
+variants right after it (the paper's rows). All of them read what each mixer says about itself
 (display name, base mixer, log-linear, heads: see `Mixer`). A new mixer is one module with its
 `Mixer` subclass plus one entry here (docs/adding-a-mixer.md).
 """
@@ -15,5 +16,5 @@ from loglinear.models.mixer import Mixer
 from loglinear.registry import Registry
 
 MIXERS: Registry[type[Mixer]] = Registry(
-    "mixer", ((m.name, m) for m in (Attention, Mamba2, LogLinearMamba2, GatedDeltaNet, LogLinearGatedDeltaNet))
+    "mixer", ((m.name, m) for m in (Attention, Mamba2, GatedDeltaNet, LogLinearMamba2, LogLinearGatedDeltaNet))
 )

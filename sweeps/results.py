@@ -35,9 +35,16 @@ def is_log_linear(mixer: str) -> bool:
     return mixer in MIXERS and MIXERS[mixer].log_linear
 
 
+def table_order() -> list[str]:
+    """The mixers in the paper's row order: each base mixer (in `MIXERS` order) followed by the
+    log-linear mixers that extend it."""
+    bases = [name for name, mixer in MIXERS.items() if mixer.base is None]
+    return [name for base in bases for name, mixer in MIXERS.items() if base in (name, mixer.base)]
+
+
 def mixer_rank(mixer: str) -> int:
-    """Position of a mixer in the paper's row order, the order of `MIXERS` (unknown mixers last)."""
-    names = MIXERS.names()
+    """Position of a mixer in `table_order()` (unknown mixers last)."""
+    names = table_order()
     return names.index(mixer) if mixer in names else len(names)
 
 
@@ -209,7 +216,7 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
     for i, key in enumerate(keys):
         seen = list(dict.fromkeys(r.row[i] for r in records))
         if key == MIXER_KEY:
-            known = [n for n in map(display_name, MIXERS) if n in seen]
+            known = [n for n in map(display_name, table_order()) if n in seen]
             seen = known + [s for s in seen if s not in known]
         orders[key] = seen
     return orders
