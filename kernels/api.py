@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 from torch import Tensor
@@ -91,7 +91,7 @@ def log_linear_attn(
     initial_state: LogLinearState | None = None, output_final_state: bool = False,
     impl: str = "auto", chunk_size: int = 64,
 ) -> tuple[Tensor, LogLinearState | None]:
-    """Log-linear attention (shared/SPEC.md section 2): log-linear Mamba-2 (beta None) or Gated DeltaNet.
+    """Log-linear attention (docs/operator.md): log-linear Mamba-2 (beta None) or Gated DeltaNet.
 
     q, k (B, T, HK, K) with H a multiple of HK (v head h reads q/k head h // (H // HK)); v (B, T, H, V);
     g (B, T, H) log-decays (<= 0); lam (B, T, H, L) level weights

@@ -78,7 +78,11 @@ def check_inputs(
             raise TypeError(f"state must be a LogLinearState, got {type(state).__name__}")
         B = q.shape[0]
         S = state.levels
-        if not isinstance(S, Tensor) or S.dim() != 5 or (S.shape[0], S.shape[1], S.shape[3], S.shape[4]) != (B, H, V, K):
+        if (
+            not isinstance(S, Tensor)
+            or S.dim() != 5
+            or (S.shape[0], S.shape[1], S.shape[3], S.shape[4]) != (B, H, V, K)
+        ):
             got = _fmt(tuple(S.shape)) if isinstance(S, Tensor) else type(S).__name__
             raise ValueError(f"state.levels must have shape (B, H, L, V, K) = ({B}, {H}, L, {V}, {K}), got {got}")
         if S.device != q.device or state.position.device != q.device:
@@ -124,5 +128,6 @@ def check_values(q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None,
         raise ValueError(f"g is the log of a decay in (0, 1] and must be <= 0; max is {float(g.max())}")
     if beta is not None and bool(((beta < 0) | (beta > 2)).any()):
         raise ValueError(
-            f"beta must be in [0, 2] (2: a reflection, eigenvalue -1); it ranges over [{float(beta.min())}, {float(beta.max())}]"
+            "beta must be in [0, 2] (2: a reflection, eigenvalue -1); "
+            f"it ranges over [{float(beta.min())}, {float(beta.max())}]"
         )

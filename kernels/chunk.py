@@ -229,7 +229,8 @@ def final_state(
     Lc = max(starts[i].shape[2] for i in set(n_last))
     at_start = _per_sequence([F.pad(starts[i], (0, 0, 0, 0, 0, Lc - starts[i].shape[2])) for i in n_last])
     buckets = effects.move(at_start, n_last)  # (B, H, Lc, V, K)
-    slot_pos = base[:, None] + torch.tensor(n_last, device=base.device)[:, None] * C + torch.arange(C, device=base.device)
+    last_chunk_start = base + torch.tensor(n_last, device=base.device) * C  # (B,)
+    slot_pos = last_chunk_start[:, None] + torch.arange(C, device=base.device)  # (B, C)
     if x.lam is None:
         key_level = torch.zeros(B, C, dtype=torch.int64, device=base.device)
         S_final = buckets
@@ -272,17 +273,16 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
     out = R.new_zeros(B, H, Np, C, V)
     for m in range(1, Np.bit_length()):
         size, half = 1 << m, 1 << (m - 1)
-        grp = lambda x: x.unflatten(2, (Np >> m, size))  # noqa: E731  chunk axis -> (group, position in group)
-        Lg = grp(Lam)
+        Lg = _grouped(Lam, size)
         end = Lg[..., half - 1 : half]  # (B, H, G, 1) Lambda at the end of each first half
         w = (end - Lg[..., :half]).exp()  # (B, H, G, half)
-        S = (w[..., None, :] @ grp(Dp)[:, :, :, :half]).unflatten(-1, (V, K))  # (B, H, G, 1, V, K)
-        scale = (grp(prev)[..., half:] - end).exp()[..., None, None]  # (B, H, G, half, 1, 1)
+        S = (w[..., None, :] @ _grouped(Dp, size)[:, :, :, :half]).unflatten(-1, (V, K))  # (B, H, G, 1, V, K)
+        scale = (_grouped(prev, size)[..., half:] - end).exp()[..., None, None]  # (B, H, G, half, 1, 1)
         if lam_p is not None:
-            scale = scale * grp(lam_p[..., min(c + m, out_levels - 1)])[:, :, :, half:, :, None]
-        Rs = (scale * grp(Rp)[:, :, :, half:]).flatten(3, 4)  # (B, H, G, half * C, K)
+            scale = scale * _grouped(lam_p[..., min(c + m, out_levels - 1)], size)[:, :, :, half:, :, None]
+        Rs = (scale * _grouped(Rp, size)[:, :, :, half:]).flatten(3, 4)  # (B, H, G, half * C, K)
         part = Rs @ S[:, :, :, 0].transpose(-1, -2)  # (B, H, G, half * C, V)
-        grp(out)[:, :, :, half:] += part.unflatten(3, (half, C))
+        _grouped(out, size)[:, :, :, half:] += part.unflatten(3, (half, C))
     return out[:, :, :N]
 
 
@@ -337,6 +337,11 @@ def _decay_matrix(G: Tensor) -> Tensor:
     return _DecayMatrix.apply(G)
 
 
+def _grouped(x: Tensor, size: int) -> Tensor:
+    """(B, H, N, ...) -> (B, H, N / size, size, ...): the chunk axis as (group, position in group)."""
+    return x.unflatten(2, (x.shape[2] // size, size))
+
+
 def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tensor:
     """Chunk n[b] of sequence b from x (B, H, N, ...), or row b of x[b] from a list -> (B, H, ...)."""
     if isinstance(x, list):
@@ -354,10 +359,10 @@ def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_leve
     outs, levels, positions, order = [], [], [], []
     for rows in groups.values():
         idx = torch.tensor(rows, device=q.device)
-        pick = lambda x: None if x is None else x[idx]  # noqa: E731
+        rows_of = [None if x is None else x[idx] for x in (q, k, v, g, lam, beta)]
         sub = LogLinearState(state.levels[idx], state.position[idx])
-        o, s = chunk_log_linear_attn(*map(pick, (q, k, v, g, lam, beta)), sub, out_levels, chunk_size)
+        o, s = chunk_log_linear_attn(*rows_of, sub, out_levels, chunk_size)
         outs.append(o), levels.append(s.levels), positions.append(s.position), order.extend(rows)
     inverse = torch.argsort(torch.tensor(order, device=q.device))
-    cat = lambda xs: torch.cat(xs)[inverse]  # noqa: E731
-    return cat(outs), (LogLinearState(cat(levels), cat(positions)) if need_state else None)
+    final = LogLinearState(torch.cat(levels)[inverse], torch.cat(positions)[inverse]) if need_state else None
+    return torch.cat(outs)[inverse], final

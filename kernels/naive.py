@@ -9,7 +9,7 @@ head, with absolute positions p_t and the cumulative log-decay G_t = sum_{i<=t} 
     M^H_ts = lambda_t^(ell(p_t, p_s)),  ell(t, s) = bit_length(t XOR s)   (the hierarchical mask)
     O      = (A ⊙ M^H) V
 
-A_ts is the coefficient beta_s k_s^T W_{s+1}...W_t q_t of v_s in o_t (shared/SPEC.md section 2);
+A_ts is the coefficient beta_s k_s^T W_{s+1}...W_t q_t of v_s in o_t (docs/operator.md);
 for the delta rule it comes from the UT/WY form of the gated delta rule. An initial state adds
 sum_l lambda_t^(level of bucket l) S0^(l) r_t with r_t = W_0...W_t q_t.
 """

@@ -1,7 +1,7 @@
 """Recurrent log-linear attention: the Fenwick level-state loop (O(log T) state, the decoding form).
 
 Per batch element and head, with level states S^(0..L-1) (each V x K) and absolute position p,
-one token does (shared/SPEC.md section 2):
+one token does (docs/operator.md):
 
     1. S^(l) <- S^(l) W_t for every level,   W_t = alpha_t (I - beta_t k_t k_t^T)  (beta None: alpha_t I)
     2. if p > 0 (z = trailing zeros of p):   S^(z+1) <- S^(0) + ... + S^(z+1);  S^(0..z) <- 0

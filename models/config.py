@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Optional
 
 from loglinear.checks import check_int
 from loglinear.kernels import IMPLS, num_levels
@@ -65,10 +64,10 @@ class ModelConfig:
     vocab_size: int = 8192
     lambda_param: str = "softplus"
     lambda_bias_init: str = "none"
-    lambda_share_from_level: Optional[int] = None
+    lambda_share_from_level: int | None = None
     max_len: int = 2048
-    attention_heads: Optional[int] = None
-    deltanet_heads: Optional[int] = None
+    attention_heads: int | None = None
+    deltanet_heads: int | None = None
     head_dim: int = 16
     state_dim: int = 16
     expand: int = 2
@@ -120,7 +119,8 @@ class ModelConfig:
             )
         if self.lambda_bias_init not in LAMBDA_BIAS_INITS:
             raise ValueError(
-                f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; valid: {', '.join(LAMBDA_BIAS_INITS)}"
+                f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; "
+                f"valid: {', '.join(LAMBDA_BIAS_INITS)}"
             )
         share = self.lambda_share_from_level
         if share is not None:
@@ -142,7 +142,7 @@ class ModelConfig:
         MIXERS[self.mixer].check_config(self)
 
     @classmethod
-    def from_mapping(cls, values: object) -> "ModelConfig":
+    def from_mapping(cls, values: object) -> ModelConfig:
         """A ModelConfig from a ModelConfig, a dict or an OmegaConf DictConfig; unknown keys are a ValueError."""
         if isinstance(values, cls):
             return values

@@ -40,7 +40,7 @@ class GatedDeltaNet(LinearAttentionMixer):
 
     name, display_name = "gated_deltanet", "Gated DeltaNet"
 
-    def __init__(self, cfg: "ModelConfig", lambda_head: LambdaHead | None = None) -> None:
+    def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
         H = self.num_heads(cfg)
         K, V = cfg.d_model // H, cfg.expand * cfg.d_model // H
         self.use_output_gate = cfg.use_output_gate
@@ -58,7 +58,7 @@ class GatedDeltaNet(LinearAttentionMixer):
         self.out_proj = nn.Linear(H * V, cfg.d_model, bias=False)
 
     @classmethod
-    def num_heads(cls, cfg: "ModelConfig") -> int:
+    def num_heads(cls, cfg: ModelConfig) -> int:
         """deltanet_heads, or 1 at d_model <= 16, else max(2, d_model // 128): the paper's MQAR setting
         (2 heads, 1 at d_model 16), head dim 128 at scale."""
         if cfg.deltanet_heads is not None:
@@ -66,7 +66,7 @@ class GatedDeltaNet(LinearAttentionMixer):
         return 1 if cfg.d_model <= 16 else max(2, cfg.d_model // 128)
 
     @classmethod
-    def check_config(cls, cfg: "ModelConfig") -> None:
+    def check_config(cls, cfg: ModelConfig) -> None:
         if cfg.d_model % cfg.heads:
             raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by deltanet_heads={cfg.heads}")
 

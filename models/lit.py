@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 import torch
@@ -63,8 +63,8 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     max_steps: int = 2000
     val_every: int = 100
-    early_stop_threshold: Optional[float] = SOLVED
-    patience: Optional[int] = None
+    early_stop_threshold: float | None = SOLVED
+    patience: int | None = None
     grad_clip: float = 1.0
     precision: str = "auto"
     accelerator: str = "auto"
@@ -110,7 +110,7 @@ class MetricSums:
 class LitLanguageModel(L.LightningModule):
     """Trains a `build_model(model_cfg)` language model on scored positions only."""
 
-    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, set_names: Optional[dict[str, list[str]]] = None):
+    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, set_names: dict[str, list[str]] | None = None):
         super().__init__()
         self.model_cfg, self.train_cfg = model_cfg, train_cfg
         self.model = build_model(model_cfg)
@@ -118,7 +118,7 @@ class LitLanguageModel(L.LightningModule):
         self.diverged = False
         self._sums: dict[str, MetricSums] = {}  # "" (all examples), "/num_kv_pairs=8", "/set=<name>", ...
 
-    def forward(self, inputs: Tensor, score_mask: Optional[Tensor] = None) -> Tensor:
+    def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
         return self.model(inputs, score_mask)
 
     def shared_step(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
@@ -137,7 +137,7 @@ class LitLanguageModel(L.LightningModule):
         }
         return loss, counts
 
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Optional[Tensor]:
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
         loss, counts = self.shared_step(batch)
         if not torch.isfinite(loss):
             self.diverged = True

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Optional
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from loglinear.models.lambda_params import LambdaHead, lambda_parameter_count
+
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
 
@@ -31,21 +32,21 @@ class Mixer(nn.Module):
 
     name: ClassVar[str]
     display_name: ClassVar[str]
-    base: ClassVar[Optional[str]] = None
+    base: ClassVar[str | None] = None
     log_linear: ClassVar[bool] = False
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.d_model = cfg.d_model
         self.lambda_head: LambdaHead | None = None  # the log-linear mixers' level weights
 
     @classmethod
-    def num_heads(cls, cfg: "ModelConfig") -> int:
+    def num_heads(cls, cfg: ModelConfig) -> int:
         """Heads of this mixer built from `cfg`."""
         raise NotImplementedError
 
     @classmethod
-    def check_config(cls, cfg: "ModelConfig") -> None:
+    def check_config(cls, cfg: ModelConfig) -> None:
         """Raise a ValueError naming the field when `cfg` cannot build this mixer."""
 
     def forward(self, x: Tensor) -> Tensor:

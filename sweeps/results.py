@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.models.lit import SOLVED
@@ -48,7 +48,7 @@ def mixer_rank(mixer: str) -> int:
     return names.index(mixer) if mixer in names else len(names)
 
 
-def base_mixer(mixer: str) -> Optional[str]:
+def base_mixer(mixer: str) -> str | None:
     """The mixer a log-linear mixer extends (log_linear_mamba2 -> mamba2); None for a base mixer."""
     return MIXERS[mixer].base if mixer in MIXERS else None
 
@@ -84,7 +84,7 @@ class Record:
         return self.result.get("status", "failed") if self.result else "missing"
 
     @property
-    def val_score(self) -> Optional[float]:
+    def val_score(self) -> float | None:
         """Validation accuracy of the final weights (selection); 0 if diverged, None if not finished.
         Results without `final_val` fall back to the best validation accuracy."""
         if self.status not in FINISHED:
@@ -96,7 +96,7 @@ class Record:
         return None if value is None else float(value)
 
     @property
-    def test_score(self) -> Optional[float]:
+    def test_score(self) -> float | None:
         """Test accuracy of the final weights (the report); 0 if diverged, None if not finished or not tested."""
         if self.status not in FINISHED:
             return None
@@ -115,7 +115,7 @@ class Record:
         return tuple(self.get(k) for k in SEED_KEYS)
 
     @property
-    def lambda_param(self) -> Optional[str]:
+    def lambda_param(self) -> str | None:
         """The λ parameterisation of a log-linear run, None for the other mixers."""
         return str(self.get(LAMBDA_KEY) or DEFAULT_LAMBDA) if is_log_linear(self.mixer) else None
 
@@ -158,9 +158,9 @@ class Sweep:
         return [k for k in self.row_keys if k != LAMBDA_KEY]
 
     def table_row(self, record: Record) -> tuple[str, ...]:
-        return tuple(label for key, label in zip(self.row_keys, record.row) if key != LAMBDA_KEY)
+        return tuple(label for key, label in zip(self.row_keys, record.row, strict=True) if key != LAMBDA_KEY)
 
-    def cells(self) -> dict[Hashable, "Cell"]:
+    def cells(self) -> dict[Hashable, Cell]:
         """The main table's cells: {(table row, d_model): Cell} under the selection protocol."""
         return selected_cells(self.records, lambda r: (self.table_row(r), r.d_model))
 
@@ -178,7 +178,7 @@ def load_sweep(out: str | Path) -> Sweep:
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
-    records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row)), r.d_model, r.lr))
+    records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
     return Sweep(manifest["name"], out, records, keys)
 
 
@@ -228,8 +228,8 @@ class Cell:
 
     `candidates` is how many configurations the selection compared."""
 
-    lr: Optional[float]
-    lambda_param: Optional[str]
+    lr: float | None
+    lambda_param: str | None
     runs: list[Record]
     candidates: int = 1
 
@@ -256,7 +256,7 @@ class Cell:
         return sum(v > THRESHOLD for v in self.values)
 
     @property
-    def median_steps(self) -> Optional[float]:
+    def median_steps(self) -> float | None:
         """Median over the cell's runs of the steps to the validation threshold, counting a run that never
         reached it as infinitely many (inf when at least half never did); None without runs."""
         if not self.runs:
@@ -269,7 +269,7 @@ class Cell:
         return steps[middle] if len(steps) % 2 else (steps[middle - 1] + steps[middle]) / 2
 
 
-def mean_std(values: list[float]) -> tuple[float, Optional[float]]:
+def mean_std(values: list[float]) -> tuple[float, float | None]:
     """Mean and sample standard deviation (None for fewer than two values)."""
     mean = sum(values) / len(values)
     if len(values) < 2:

@@ -71,7 +71,8 @@ LEVEL_OF_LIMIT = 256
 
 @triton.jit
 def level_of(x):
-    """bit_length(x) for 0 <= x < LEVEL_OF_LIMIT (256) (an int tensor): the Fenwick level of two slots whose XOR is x."""
+    """bit_length(x) for 0 <= x < LEVEL_OF_LIMIT (256) (an int tensor): the Fenwick level of two slots
+    whose XOR is x."""
     lvl = tl.zeros_like(x)
     for j in tl.static_range(8):
         lvl = tl.where(x >= (1 << j), j + 1, lvl)

@@ -19,11 +19,11 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
-from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
 from loglinear.kernels.fused.common import LEVEL_OF_LIMIT
 from loglinear.kernels.fused.delta_prep import MAX_C, MAX_K, delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
+from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
 from loglinear.kernels.state import LogLinearState
 
 MIN_CHUNK = 16  # tl.dot needs blocks of at least 16
@@ -49,9 +49,14 @@ class _FusedCore(torch.autograd.Function):
         q, k, G, A, R, Kd, trans, v, lam, Hs, slots = ctx.saved_tensors
         layout, L = ctx.layout, ctx.L
         do = do.contiguous()
-        dfinal = torch.zeros(v.shape[0], v.shape[2], L, v.shape[3], R.shape[-1], device=v.device) if dfinal is None else dfinal.contiguous()
+        if dfinal is None:
+            dfinal = torch.zeros(v.shape[0], v.shape[2], L, v.shape[3], R.shape[-1], device=v.device)
+        else:
+            dfinal = dfinal.contiguous()
         through_A, dv, dlam_intra = intra_backward(q, k, G, A, v, lam, do, layout)
-        dR, dKd, dtrans, dlam_inter = scan_backward(R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout)
+        dR, dKd, dtrans, dlam_inter = scan_backward(
+            R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout
+        )
         dq = dk = dG = dA = dlam = None
         if A is None:
             dq, dk, dG = through_A
@@ -109,7 +114,9 @@ def fused_log_linear_attn(
     return o, LogLinearState(final, p0 + T)
 
 
-def _initial_state_terms(state: LogLinearState, R: Tensor, trans: Tensor, lam: Tensor | None, layout: ChunkLayout, L: int):
+def _initial_state_terms(
+    state: LogLinearState, R: Tensor, trans: Tensor, lam: Tensor | None, layout: ChunkLayout, L: int
+):
     """What an initial state adds: to o (B, T, H, V), and to the final state (B, H, L, V, K).
 
     trans: the chunks' log decays G_end (B, H, N) (Mamba-2) or transitions P (B, H, N, K, K) (delta rule).

@@ -14,13 +14,21 @@ import triton.language as tl
 from torch import Tensor
 
 from loglinear.kernels.fused.common import (
-    alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+    alloc,
+    dot_precision,
+    level_of,
+    num_warps,
+    pow2,
+    slot_rows,
+    token_tile,
 )
 from loglinear.kernels.layout import ChunkLayout
 
 
 @triton.jit
-def _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
+def _qk_scores(
+    q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr
+):
     """A_ts = (q_t . k_s) exp(G_t - G_s) on s <= t (C, C), the chunk's G (C,), and the decay mask MS (C, C)."""
     r = tl.arange(0, C)
     hk = h // (H // HK)
@@ -56,7 +64,8 @@ def _lam_mask(lam_ptr, b, h, t, valid, T, H, L, NL, C: tl.constexpr):
     lev = tl.minimum(level_of(r[:, None] ^ r[None, :]), L - 1)  # (C, C)
     M = tl.zeros((C, C), dtype=tl.float32)
     for l in range(0, NL):
-        lam_l = tl.load(lam_ptr + ((b * T + t).to(tl.int64) * H + h) * L + l, mask=valid, other=0.0).to(tl.float32)  # (C,)
+        lam_off = ((b * T + t).to(tl.int64) * H + h) * L + l
+        lam_l = tl.load(lam_ptr + lam_off, mask=valid, other=0.0).to(tl.float32)  # (C,)
         M = tl.where(lev == l, lam_l[:, None], M)
     return M, lev
 

@@ -28,7 +28,11 @@ def call(x, **overrides):
         ("v", lambda x: x.v[:, :9], r"v must have shape \(B, T, H, V\) = \(2, 10, 3, 5\), got \(2, 9, 3, 5\)"),
         ("v", lambda x: x.v[..., 0], r"v must have shape \(B, T, H, V\)"),
         ("g", lambda x: x.g[..., None], r"g must have shape \(B, T, H\) = \(2, 10, 3\), got \(2, 10, 3, 1\)"),
-        ("lam", lambda x: x.lam[:, :, :2], r"lam must have shape \(B, T, H, L\) = \(2, 10, 3, 5\), got \(2, 10, 2, 5\)"),
+        (
+            "lam",
+            lambda x: x.lam[:, :, :2],
+            r"lam must have shape \(B, T, H, L\) = \(2, 10, 3, 5\), got \(2, 10, 2, 5\)",
+        ),
         ("beta", lambda x: x.beta[:1], r"beta must have shape \(B, T, H\) = \(2, 10, 3\), got \(1, 10, 3\)"),
         ("q", lambda x: x.q[:, :0], r"T >= 1"),
         ("v", lambda x: x.v[:, :, :2], r"v has 2 heads, which is not a multiple of q's 3"),

@@ -81,12 +81,27 @@ def test_param_groups_exempt_norms_biases_embeddings_ssm_and_lambda(tiny):
     decay_names = {names[id(p)] for p in decay["params"]}
     assert not exempt_names & decay_names
     assert exempt_names | decay_names == set(names.values())
-    for suffix in ("A_log", "dt_bias", "D", "conv.bias", "norm.weight", "lambda_head.param.scale", "lambda_head.param.bias"):
+    for suffix in (
+        "A_log",
+        "dt_bias",
+        "D",
+        "conv.bias",
+        "norm.weight",
+        "lambda_head.param.scale",
+        "lambda_head.param.bias",
+    ):
         assert f"blocks.0.mixer.{suffix}" in exempt_names, suffix
     assert "embedding.weight" in exempt_names and "blocks.1.mixer_norm.weight" in exempt_names
     assert decay_names == {
-        f"blocks.{i}.{n}" for i in range(2)
-        for n in ("mixer.in_proj.weight", "mixer.conv.weight", "mixer.out_proj.weight", "mlp.w_in.weight", "mlp.w_out.weight")
+        f"blocks.{i}.{n}"
+        for i in range(2)
+        for n in (
+            "mixer.in_proj.weight",
+            "mixer.conv.weight",
+            "mixer.out_proj.weight",
+            "mlp.w_in.weight",
+            "mlp.w_out.weight",
+        )
     }
     lambda_params = {id(p) for m in model.modules() if isinstance(m, LambdaParam) for p in m.parameters()}
     assert lambda_params and lambda_params <= no_weight_decay(model)

@@ -33,9 +33,12 @@ def test_defaults_build_and_run(mixer, d_model):
         (dict(mixer="mamba3"), r"ModelConfig.mixer: unknown mixer 'mamba3'; valid: attention"),
         (dict(lambda_param="relu"), r"ModelConfig.lambda_param: .*'relu'; valid: softplus, bounded"),
         (dict(lambda_bias_init="big"), r"ModelConfig.lambda_bias_init"),
-        (dict(mixer="attention", d_model=64, attention_heads=3), r"ModelConfig.d_model=64 is not divisible by attention_heads=3"),
-        (dict(mixer="gated_deltanet", d_model=64, deltanet_heads=5), r"ModelConfig.d_model=64 is not divisible by deltanet_heads=5"),
-        (dict(mixer="attention", d_model=48, attention_heads=16), r"ModelConfig.attention_heads=16 .* odd attention head dim 3"),
+        (dict(mixer="attention", d_model=64, attention_heads=3),
+         r"ModelConfig.d_model=64 is not divisible by attention_heads=3"),
+        (dict(mixer="gated_deltanet", d_model=64, deltanet_heads=5),
+         r"ModelConfig.d_model=64 is not divisible by deltanet_heads=5"),
+        (dict(mixer="attention", d_model=48, attention_heads=16),
+         r"ModelConfig.attention_heads=16 .* odd attention head dim 3"),
         (dict(mixer="mamba2", d_model=24, head_dim=32), r"ModelConfig.head_dim=32 must divide expand \* d_model = 48"),
         (dict(d_model=0), r"ModelConfig.d_model must be >= 1, got 0"),
         (dict(attention_heads=0), r"ModelConfig.attention_heads must be >= 1, got 0"),
@@ -59,7 +62,8 @@ def test_build_model_accepts_mappings_and_rejects_unknown_keys():
 
 
 def test_omegaconf_structured_config_round_trip():
-    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.from_dotlist(["mixer=log_linear_mamba2", "d_model=32"]))
+    overrides = OmegaConf.from_dotlist(["mixer=log_linear_mamba2", "d_model=32"])
+    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), overrides)
     model = build_model(cfg)
     assert model.cfg == ModelConfig(mixer="log_linear_mamba2", d_model=32)
     with pytest.raises(ValueError, match="ModelConfig.mixer"):
@@ -67,7 +71,9 @@ def test_omegaconf_structured_config_round_trip():
 
 
 def test_default_heads():
-    heads = lambda mixer, d: ModelConfig(mixer=mixer, d_model=d).heads  # noqa: E731
+    def heads(mixer: str, d: int) -> int:
+        return ModelConfig(mixer=mixer, d_model=d).heads
+
     assert [heads("gated_deltanet", d) for d in (16, 32, 64, 256, 512)] == [1, 2, 2, 2, 4]
     assert [heads("attention", d) for d in (16, 64, 128, 512)] == [1, 1, 2, 8]
     assert ModelConfig(mixer="mamba2", d_model=64).heads == 8  # expand 2, head dim 16

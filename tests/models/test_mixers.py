@@ -31,7 +31,9 @@ def test_forward_backward(tiny, mixer):
 @pytest.mark.parametrize("bias_init", ["none", "decay"])
 def test_lambda_params_forward_backward(tiny, mixer, lambda_param, bias_init):
     torch.manual_seed(0)
-    model = build_model(tiny(mixer=mixer, lambda_param=lambda_param, lambda_bias_init=bias_init, lambda_share_from_level=4))
+    model = build_model(
+        tiny(mixer=mixer, lambda_param=lambda_param, lambda_bias_init=bias_init, lambda_share_from_level=4)
+    )
     assert torch.isfinite(_train_step(model))
     head = model.blocks[0].mixer.lambda_head
     for name, p in head.named_parameters():  # every lambda parameter is trained
