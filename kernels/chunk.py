@@ -33,14 +33,16 @@ from torch import Tensor
 from loglinear.kernels.fenwick import bit_length, fenwick_merge, level_matrix, state_bucket_levels
 from loglinear.kernels.layout import ChunkLayout
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.variant import Variant
 
 
 def chunk_log_linear_attn(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None, variant: Variant,
     state: LogLinearState | None, out_levels: int, chunk_size: int, need_state: bool = True,
 ) -> tuple[Tensor, LogLinearState | None]:
     """Inputs (B, T, H, *) in the compute dtype, lam with `out_levels` levels; returns o (B, T, H, V), final state.
 
+    `variant` says which transition applies; `beta` (B, T, H) is read for the delta rule only.
     q and k may have one head shared by all of v's heads (B, T, 1, K): it is broadcast, never copied.
     need_state False skips the final state (returned as None) and the work only it needs.
     """
@@ -52,16 +54,16 @@ def chunk_log_linear_attn(
     p0 = torch.zeros(q.shape[0], dtype=torch.int64, device=q.device) if state is None else state.position
     first_chunks = [0] if state is None else (p0 // C).tolist()
     if len(set(first_chunks)) > 1:
-        return _run_grouped(first_chunks, q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state)
+        return _run_grouped(first_chunks, q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state)
     layout = ChunkLayout.build(p0, T, C)
-    x = Chunks.cut(layout, q, k, v, g, lam, beta)
+    x = Chunks.cut(layout, q, k, v, g, lam, beta, variant)
     carry = layout.N > 1 or state is not None or need_state  # anything beyond the dense form within chunks
 
     o, A, Tinv = intra_chunk(x, out_levels, carry)
     if not carry:  # one chunk and nothing to carry: the dense form is all
         return layout.from_chunks(o.flatten(2, 3)), None
     effects = chunk_effects(x, A, Tinv)
-    if beta is None and state is None and not need_state:  # scalar decay from position 0: no loop over chunks
+    if not x.delta and state is None and not need_state:  # scalar decay from position 0: no loop over chunks
         o = o + _scalar_decay_reads(effects.R, effects.D, x.G[..., -1], x.lam, layout.c, out_levels)
         return layout.from_chunks(o.flatten(2, 3)), None
     o, starts, initial_starts = inter_chunk_scan(o, x, effects, first_chunks[0], state)
@@ -82,16 +84,18 @@ class Chunks:
     g: Tensor  # (B, H, N, C) log-decays
     G: Tensor  # (B, H, N, C) log-decay from the chunk start, inclusive
     lam: Tensor | None  # (B, H, N, C, L)
-    beta: Tensor | None  # (B, H, N, C)
+    beta: Tensor | None  # (B, H, N, C), read by the delta rule only
+    delta: bool  # the variant: the delta rule (else a scalar decay)
 
     @classmethod
     def cut(cls, layout: ChunkLayout, q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None,
-            beta: Tensor | None) -> Chunks:
+            beta: Tensor | None, variant: Variant) -> Chunks:
         def chunked(x: Tensor | None) -> Tensor | None:
             return None if x is None else layout.to_chunks(x).unflatten(2, (layout.N, layout.C))
 
         g_c = chunked(g)
-        return cls(chunked(q), chunked(k), chunked(v), g_c, g_c.cumsum(-1), chunked(lam), chunked(beta))
+        delta = variant is Variant.DELTA_RULE
+        return cls(chunked(q), chunked(k), chunked(v), g_c, g_c.cumsum(-1), chunked(lam), chunked(beta), delta)
 
 
 @dataclass
@@ -123,7 +127,7 @@ def intra_chunk(x: Chunks, out_levels: int, carry: bool) -> tuple[Tensor, Tensor
     MS = _decay_matrix(x.G)  # (B, H, N, C, C) M^S
     A = (x.Q @ x.K.transpose(-1, -2)) * MS  # (B, H, N, C, C)
     Tinv = None
-    if x.beta is not None:
+    if x.delta:
         Tinv = _unit_lower_inverse(x.beta[..., :, None] * (x.K @ x.K.transpose(-1, -2)) * MS)  # (I + L)^-1
         if x.lam is None:
             o = A @ (Tinv @ (x.beta[..., None] * x.V))  # (B, H, N, C, V): no C x C x C product
@@ -133,7 +137,7 @@ def intra_chunk(x: Chunks, out_levels: int, carry: bool) -> tuple[Tensor, Tensor
         slots = torch.arange(C, device=x.V.device)
         ell = level_matrix(slots, slots).clamp(max=out_levels - 1)  # (C, C)
         o = (A * x.lam.gather(-1, ell.expand(B, H, N, C, C))) @ x.V  # (B, H, N, C, V)
-    elif x.beta is None:
+    elif not x.delta:
         o = A @ x.V  # (B, H, N, C, V)
     return o, A, Tinv
 
@@ -142,7 +146,7 @@ def chunk_effects(x: Chunks, A: Tensor, Tinv: Tensor | None) -> ChunkEffects:
     """Step 2: every chunk's effective queries, carried keys and transition (the UT/WY form for the delta rule)."""
     eG = x.G.exp()[..., None]  # (B, H, N, C, 1)
     gamma = (x.G[..., -1:] - x.G).exp()[..., None]  # (B, H, N, C, 1) decay from s to the chunk end
-    if x.beta is None:
+    if not x.delta:
         R, Kd = eG * x.Q, gamma * x.K  # (B, H, N, C, K)
         a, P = x.G[..., -1].exp(), None  # (B, H, N)
     else:
@@ -351,7 +355,7 @@ def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tenso
     return torch.stack([x[b, :, i] for b, i in enumerate(n)])
 
 
-def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state):
+def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state):
     """Run each group of sequences that start in the same chunk separately, then restore the batch order."""
     groups: dict[int, list[int]] = {}
     for b, first in enumerate(first_chunks):
@@ -361,7 +365,7 @@ def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_leve
         idx = torch.tensor(rows, device=q.device)
         rows_of = [None if x is None else x[idx] for x in (q, k, v, g, lam, beta)]
         sub = LogLinearState(state.levels[idx], state.position[idx])
-        o, s = chunk_log_linear_attn(*rows_of, sub, out_levels, chunk_size)
+        o, s = chunk_log_linear_attn(*rows_of, variant, sub, out_levels, chunk_size)
         outs.append(o), levels.append(s.levels), positions.append(s.position), order.extend(rows)
     inverse = torch.argsort(torch.tensor(order, device=q.device))
     final = LogLinearState(torch.cat(levels)[inverse], torch.cat(positions)[inverse]) if need_state else None

@@ -66,6 +66,13 @@ def slot_rows(b, i, shift_ptr, T, C: tl.constexpr):
 
 
 LEVEL_OF_LIMIT = 256
+
+
+def check_chunk_size(C: int) -> None:
+    """The fused kernels' chunk-size contract: a power of two from 16 (tl.dot's minimum) to LEVEL_OF_LIMIT."""
+    if not (16 <= C <= LEVEL_OF_LIMIT and C & (C - 1) == 0):
+        raise ValueError(f"the fused kernels take chunks of 16 to LEVEL_OF_LIMIT = {LEVEL_OF_LIMIT} tokens (a power "
+                         f"of two; level_of covers XORs below it), got {C}")
 """`level_of` covers slot XORs below this, so a chunk holds at most this many tokens."""
 
 

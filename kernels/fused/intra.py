@@ -15,6 +15,7 @@ from torch import Tensor
 
 from loglinear.kernels.fused.common import (
     alloc,
+    check_chunk_size,
     dot_precision,
     level_of,
     num_warps,
@@ -157,7 +158,9 @@ def _blocks(K: int, V: int) -> tuple[int, int]:
 
 
 def intra_forward(q, k, G, A, v: Tensor, lam: Tensor | None, layout: ChunkLayout) -> Tensor:
-    """o (B, T, H, V) float32, the intra-chunk term; pass q, k, G (qk mode) or A (A mode)."""
+    """o (B, T, H, V) float32, the intra-chunk term; pass q, k, G (qk mode: the scalar decay) or A (A mode:
+    the delta rule's intra matrix from delta_prep)."""
+    check_chunk_size(layout.C)
     B, T, H, V = v.shape
     qk_mode = A is None
     K = q.shape[-1] if qk_mode else 0
