@@ -80,7 +80,7 @@ if not torch.cuda.is_available():  # the fused kernels then run in Triton's inte
 
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from loglinear.kernels import log_linear_attn, num_levels, value_checks  # noqa: E402
+from loglinear.kernels import log_linear_attn, num_levels, value_checks  # noqa: E402  (after TRITON_INTERPRET is set)
 
 SECTION = "kernels (GPU)"
 PART_ORDER = ["mamba2-paper", "mamba2-mqar", "gdn-paper", "gdn-mqar"]
@@ -189,7 +189,8 @@ def layout_kwargs(fn: Callable, scale: bool = True) -> dict:
 # ---------------------------------------------------------------------------------------------- inputs
 
 def make_base(shape: Shape, T: int, delta: bool, dtype: torch.dtype, device: torch.device, seed: int = 0) -> dict:
-    """Well-conditioned inputs without grad: q scaled by K^-1/2, unit-norm keys, g in [-0.1, -1e-3], lam in [0.5, 1.5]."""
+    """Well-conditioned inputs without grad: q scaled by K^-1/2, unit-norm keys, g in [-0.1, -1e-3],
+    lam in [0.5, 1.5]."""
     gen = torch.Generator(device=device).manual_seed(seed)
     B, H, Hk, K, V = shape.B, shape.H, shape.Hk, shape.K, shape.V
 
@@ -236,7 +237,7 @@ def methods_for(variant: str, shape: Shape, peers: Peers, device: torch.device) 
     def ours(levels: bool) -> Setup:
         def setup(base: dict):
             names = ["q", "k", "v", "g"] + (["lam"] if levels else []) + (["beta"] if delta else [])
-            x = dict(zip(names, leaves(base, names)))
+            x = dict(zip(names, leaves(base, names), strict=True))
 
             def fwd() -> torch.Tensor:
                 with value_checks(False):  # the checks' host sync is the caller's choice, not the kernels' cost
@@ -502,7 +503,8 @@ def _crossover(r: dict[int, float]) -> str:
     if not faster:
         return "ours slower at every measured T"
     first = faster[0]
-    return f"ours faster from T={first}" + ("" if all(r[T] < 1 for T in r if T >= first) else " (not at every longer T)")
+    everywhere = all(r[T] < 1 for T in r if T >= first)
+    return f"ours faster from T={first}" + ("" if everywhere else " (not at every longer T)")
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -535,7 +537,10 @@ def run_part(variant: str, shape_name: str, lengths: list[int], peers: Peers, de
             free_memory()
             continue
         if i == 0:
-            pairs = [("ours", "fla_ll"), ("ours_linear", "mamba2")] if variant == "mamba2" else [("ours_linear", "fla_gdn")]
+            if variant == "mamba2":
+                pairs = [("ours", "fla_ll"), ("ours_linear", "mamba2")]
+            else:
+                pairs = [("ours_linear", "fla_gdn")]
             pairs = [(by_key[a], by_key[b]) for a, b in pairs if a in by_key and b in by_key]
             if variant == "mamba2" and "mamba_ssm" in by_key["mamba2"].label:
                 pairs = pairs[:1]  # mamba_ssm's input is x*dt, not v: a different function of the same inputs
@@ -556,8 +561,10 @@ def run_part(variant: str, shape_name: str, lengths: list[int], peers: Peers, de
     command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     lines.append(f"- run: {stamp}, `{command}`; {versions(peers)}")
     if variant == "mamba2":
-        lines.append("- ours: q/k shared by all heads (GQA, Hk=1), as in Mamba-2; fla's log-linear kernel gets the same "
-                     "Hk=1 q/k; chunk_simple_gla takes per-head q/k, so they are expanded (outside the timed region)")
+        lines.append(
+            "- ours: q/k shared by all heads (GQA, Hk=1), as in Mamba-2; fla's log-linear kernel gets the same "
+            "Hk=1 q/k; chunk_simple_gla takes per-head q/k, so they are expanded (outside the timed region)"
+        )
     lines += [f"- {n}" for n in notes]
     lines += [f"- target: {t}" for t in targets(variant, shape_name, res, lengths)]
     lines.append("")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from typing import Callable
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -15,38 +16,84 @@ from loglinear.kernels.layout import expand_heads
 from loglinear.kernels.naive import naive_log_linear_attn
 from loglinear.kernels.recurrent import recurrent_log_linear_attn, recurrent_step
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.variant import Variant
 
 Impl = Callable[..., tuple[Tensor, LogLinearState]]
+"""(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state) -> (o, final state or None):
+inputs (B, T, H, *) in the compute dtype (q, k with the heads the record says), `lam` with `out_levels`
+levels or None, `state` None or an initial state with `out_levels` levels (1 without lam)."""
 
 
-def _naive(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
-    return naive_log_linear_attn(q, k, v, g, lam, beta, _or_fresh(state, q, v), out_levels)
+@dataclass(frozen=True)
+class Implementation:
+    """One implementation's contract: what it accepts, and `check`, run at the operator's entry, which
+    raises a clear error naming the argument and the limit for anything else."""
+
+    run: Impl
+    dtypes: str  # the input dtypes it takes and the dtype it computes in
+    grouped_heads: str  # q, k with fewer heads than v (H % HK == 0)
+    chunk_sizes: str  # which `chunk_size` it uses (every one must be a power of two)
+    states: str  # initial and final states
+    check: Callable[[Tensor, Variant], None] = lambda q, variant: None
+    reads_grouped_heads: bool = False  # takes grouped q/k as they are; else they are expanded to H heads first
 
 
-def _recurrent(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
-    return recurrent_log_linear_attn(q, k, v, g, lam, beta, _with_levels(_or_fresh(state, q, v), out_levels))
+def _naive(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
+    return naive_log_linear_attn(q, k, v, g, lam, beta, variant, _or_fresh(state, q, v), out_levels)
 
 
-def _chunk(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
-    return chunk_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state)
+def _recurrent(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
+    state = _with_levels(_or_fresh(state, q, v), out_levels)
+    return recurrent_log_linear_attn(q, k, v, g, lam, beta, variant, state)
 
 
-def _triton(q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state=True):
-    try:
-        from loglinear.kernels.fused.function import fused_log_linear_attn
-    except ImportError as e:
-        raise ImportError(f"impl='triton' needs the triton package (pip install 'loglinear[triton]'): {e}") from e
+def _chunk(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
+    return chunk_log_linear_attn(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state)
+
+
+def _triton(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
+    from loglinear.kernels.fused.function import fused_log_linear_attn
+
+    return fused_log_linear_attn(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size)
+
+
+def _check_triton(q: Tensor, variant: Variant) -> None:
+    if not _triton_available():
+        raise ImportError("impl='triton' needs the triton package (pip install 'loglinear[triton]')")
     if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         raise ValueError(f"impl='triton' runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); q is on {q.device}")
     if q.dtype == torch.float64:
         raise TypeError("impl='triton' computes in float32; float64 inputs need impl='chunk' (or 'naive')")
-    return fused_log_linear_attn(q, k, v, g, lam, beta, state, out_levels, chunk_size)
+    from loglinear.kernels.fused.delta_prep import MAX_K
+
+    if variant is Variant.DELTA_RULE and q.shape[-1] > MAX_K:
+        raise ValueError(f"impl='triton' with beta supports K <= {MAX_K}, got K={q.shape[-1]}; use impl='chunk'")
 
 
-IMPLS: dict[str, Impl] = {"naive": _naive, "recurrent": _recurrent, "chunk": _chunk, "triton": _triton}
+_FLOATS = "bf16, fp16, fp32 (computed in float32) and float64 (computed in float64)"
+IMPLS: dict[str, Implementation] = {
+    "naive": Implementation(
+        _naive, _FLOATS, "expanded to H heads", "not used (dense in T)", "initial state; final state always computed",
+    ),
+    "recurrent": Implementation(
+        _recurrent, _FLOATS, "expanded to H heads", "not used (one token at a time)",
+        "initial state; final state always computed",
+    ),
+    "chunk": Implementation(
+        _chunk, _FLOATS, "one shared head (HK = 1) broadcast in place; other groupings expanded",
+        "any power of two, at most the sequence length rounded up to a power of two",
+        "initial state (sequences may start at different positions); final state only when asked for",
+    ),
+    "triton": Implementation(
+        _triton, "bf16, fp16, fp32 on CUDA (or CPU with TRITON_INTERPRET=1), accumulated in float32; float64 refused",
+        "read in place",
+        "a power of two used as min(max(chunk_size, 16), 256) (16: tl.dot's minimum, 256 = LEVEL_OF_LIMIT: the "
+        "in-kernel level computation's maximum), at most 64 for the delta rule; the delta rule needs K <= 128",
+        "initial state (with gradients); final state always computed",
+        check=_check_triton, reads_grouped_heads=True,
+    ),
+}
 """Implementations by name; "auto" is "triton" for CUDA tensors (float64 excepted) and "chunk" elsewhere."""
-
-_GQA_NATIVE = {"triton"}  # implementations that read shared q/k heads themselves; the others get them expanded
 
 
 def _triton_available() -> bool:
@@ -54,6 +101,9 @@ def _triton_available() -> bool:
 
 
 def _resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None) -> str:
+    """`impl`, or for "auto": "triton" for CUDA tensors that are not float64 when triton is installed,
+    except for the delta rule with K > 128 (the fused preparation's limit), which falls back to "chunk";
+    "chunk" everywhere else."""
     if impl == "auto":
         on_gpu = isinstance(q, Tensor) and q.is_cuda and q.dtype != torch.float64
         if not (on_gpu and _triton_available()):
@@ -91,7 +141,7 @@ def log_linear_attn(
     initial_state: LogLinearState | None = None, output_final_state: bool = False,
     impl: str = "auto", chunk_size: int = 64,
 ) -> tuple[Tensor, LogLinearState | None]:
-    """Log-linear attention (shared/SPEC.md section 2): log-linear Mamba-2 (beta None) or Gated DeltaNet.
+    """Log-linear attention (docs/operator.md): log-linear Mamba-2 (beta None) or Gated DeltaNet.
 
     q, k (B, T, HK, K) with H a multiple of HK (v head h reads q/k head h // (H // HK)); v (B, T, H, V);
     g (B, T, H) log-decays (<= 0); lam (B, T, H, L) level weights
@@ -103,14 +153,17 @@ def log_linear_attn(
     if not isinstance(chunk_size, int) or chunk_size < 1 or chunk_size & (chunk_size - 1):
         raise ValueError(f"chunk_size must be a power of two >= 1, got {chunk_size!r}")
     check_inputs(q, k, v, g, lam, beta, initial_state, has_time=True)
+    variant, implementation = Variant.of(beta), IMPLS[name]
+    implementation.check(q, variant)
     check_levels(lam, initial_state, q.shape[1])
     check_values(q, k, v, g, lam, beta)
 
     dtype = _compute_dtype(q, k, v, g, lam, beta)
-    if name not in _GQA_NATIVE and not (name == "chunk" and q.shape[2] == 1):  # chunk broadcasts one shared head
+    native = implementation.reads_grouped_heads
+    if not native and not (name == "chunk" and q.shape[2] == 1):  # chunk broadcasts one shared head
         q, k = expand_heads(q, v.shape[2]), expand_heads(k, v.shape[2])
     # the fused kernels load their inputs in any float dtype and accumulate in float32 themselves
-    cast = [None if x is None else (x if name in _GQA_NATIVE else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
+    cast = [None if x is None else (x if native else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
     in_levels = 1 if initial_state is None else initial_state.levels.shape[2]
     out_levels = 1 if lam is None else max(lam.shape[-1], in_levels)
     state = None
@@ -120,7 +173,7 @@ def log_linear_attn(
             state = _with_levels(state, 1)
     if lam is not None and lam.shape[-1] < out_levels:  # a deeper initial state: its extra levels read weight 0
         cast[4] = torch.nn.functional.pad(cast[4], (0, out_levels - lam.shape[-1]))
-    o, final = IMPLS[name](*cast, state, out_levels, chunk_size, need_state=output_final_state)
+    o, final = implementation.run(*cast, variant, state, out_levels, chunk_size, need_state=output_final_state)
     return o.to(v.dtype), (final if output_final_state else None)
 
 
@@ -143,5 +196,6 @@ def log_linear_attn_step(
         L = 1 if lam_t is None else lam_t.shape[-1]
         state = LogLinearState.zeros(B, H, L, v_t.shape[-1], K, device=q_t.device, dtype=dtype)
     cast = [None if x is None else x.to(dtype) for x in (q_t, k_t, v_t, g_t, lam_t, beta_t)]
-    o_t, state = recurrent_step(*cast, LogLinearState(state.levels.to(dtype), state.position))
+    state = LogLinearState(state.levels.to(dtype), state.position)
+    o_t, state = recurrent_step(*cast, Variant.of(beta_t), state)
     return o_t.to(v_t.dtype), state

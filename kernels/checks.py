@@ -2,31 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 import torch
 from torch import Tensor
 
 from loglinear.kernels.fenwick import num_levels
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.switch import Switch
 
-_value_checks = True
+_VALUE_CHECKS = Switch(True)
 
 
-@contextlib.contextmanager
-def value_checks(enabled: bool) -> Iterator[None]:
+def value_checks(enabled: bool) -> AbstractContextManager[None]:
     """Turn the value checks of `log_linear_attn` (g <= 0, finite inputs) on or off inside a block.
 
     They are on by default; each costs one host synchronisation per call on an accelerator. The
     decoding step never runs them (it must stay free of host synchronisation).
     """
-    global _value_checks
-    previous, _value_checks = _value_checks, enabled
-    try:
-        yield
-    finally:
-        _value_checks = previous
+    return _VALUE_CHECKS.set(enabled)
 
 
 def _fmt(shape: tuple[int | str, ...]) -> str:
@@ -84,7 +78,11 @@ def check_inputs(
             raise TypeError(f"state must be a LogLinearState, got {type(state).__name__}")
         B = q.shape[0]
         S = state.levels
-        if not isinstance(S, Tensor) or S.dim() != 5 or (S.shape[0], S.shape[1], S.shape[3], S.shape[4]) != (B, H, V, K):
+        if (
+            not isinstance(S, Tensor)
+            or S.dim() != 5
+            or (S.shape[0], S.shape[1], S.shape[3], S.shape[4]) != (B, H, V, K)
+        ):
             got = _fmt(tuple(S.shape)) if isinstance(S, Tensor) else type(S).__name__
             raise ValueError(f"state.levels must have shape (B, H, L, V, K) = ({B}, {H}, L, {V}, {K}), got {got}")
         if S.device != q.device or state.position.device != q.device:
@@ -120,7 +118,7 @@ def check_levels(lam: Tensor | None, state: LogLinearState | None, T: int) -> in
 
 def check_values(q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None) -> None:
     """g <= 0, beta in [0, 2] and every input finite (skipped inside `value_checks(False)`)."""
-    if not _value_checks:
+    if not _VALUE_CHECKS:
         return
     for name, x in (("q", q), ("k", k), ("v", v), ("g", g), ("lam", lam), ("beta", beta)):
         # a finite sum proves every entry finite in one pass; only a non-finite sum (maybe an overflow) looks closer
@@ -130,5 +128,6 @@ def check_values(q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None,
         raise ValueError(f"g is the log of a decay in (0, 1] and must be <= 0; max is {float(g.max())}")
     if beta is not None and bool(((beta < 0) | (beta > 2)).any()):
         raise ValueError(
-            f"beta must be in [0, 2] (2: a reflection, eigenvalue -1); it ranges over [{float(beta.min())}, {float(beta.max())}]"
+            "beta must be in [0, 2] (2: a reflection, eigenvalue -1); "
+            f"it ranges over [{float(beta.min())}, {float(beta.max())}]"
         )

@@ -2,26 +2,28 @@
 
 The sequence is cut into chunks of C = 2^c positions aligned to absolute multiples of C, so every
 key s in an earlier chunk J sits, seen from any query in chunk I, at level c + bit_length(I ^ J):
-one Fenwick level per chunk pair. Per batch element and head:
+one Fenwick level per chunk pair. Per batch element and head, in the steps of `chunk_log_linear_attn`:
 
-1. Intra-chunk (dense C x C, like the naive form): A = Q K^T ⊙ M^S (times (I + L)^-1 diag(beta) for
-   the delta rule), masked by M^H_ts = lambda_t^(bit_length(t ^ s)), o = (A ⊙ M^H) V.
-2. Per chunk, its effect on a state (the UT/WY form for the delta rule): the chunk's transition
-   P = W_first...W_last, its contribution D = sum_s v_s c_s^T with c_s^T = beta_s k_s^T W_{s+1}..W_last,
-   and the effective queries r_t = W_first..W_t q_t.
-3. Inter-chunk: one pass over the chunks carrying the chunk-level Fenwick state (the recurrence of
-   kernels/recurrent.py with chunks as tokens and D as the outer product): at chunk I its bucket m
-   holds the keys at level c + m, and o_t += sum_m lambda_t^(c+m) H_m r_t, one (C x L*K)(L*K x V)
-   matmul per chunk. A scalar decay from position 0 with no final state wanted (training) skips the loop:
-   each level's buckets are segment sums over aligned blocks of chunks (`_scalar_decay_reads`).
-4. An initial state's buckets travel with the chunk transitions; bucket l is read at level
-   max(l, bit_length(p_t ^ last)). The final state comes from the last chunk's buckets plus that
-   chunk's own keys split into levels 0..c.
+1. `intra_chunk` (dense C x C, like the naive form): A = Q K^T ⊙ M^S (times (I + L)^-1 diag(beta)
+   for the delta rule), masked by M^H_ts = lambda_t^(bit_length(t ^ s)), o = (A ⊙ M^H) V.
+2. `chunk_effects`: each chunk's effect on a state (the UT/WY form for the delta rule): its
+   transition P = W_first...W_last, its contribution D = sum_s v_s c_s^T with
+   c_s^T = beta_s k_s^T W_{s+1}..W_last, and the effective queries r_t = W_first..W_t q_t.
+3. `inter_chunk_scan`: one pass over the chunks carrying the chunk-level Fenwick state (the
+   recurrence of kernels/recurrent.py with chunks as tokens and D as the outer product): at chunk I
+   its bucket m holds the keys at level c + m, and o_t += sum_m lambda_t^(c+m) H_m r_t. A scalar
+   decay from position 0 with no final state wanted (training) skips the loop: each level's buckets
+   are segment sums over aligned blocks of chunks (`_scalar_decay_reads`).
+4. `initial_state_reads`: an initial state's buckets travel with the chunk transitions; bucket l is
+   read at level max(l, bit_length(p_t ^ last)).
+5. `final_state`: the last chunk's buckets plus that chunk's own keys split into levels 0..c.
 
 All gate sums are formed in log space and only exp of non-positive numbers is taken.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -31,141 +33,226 @@ from torch import Tensor
 from loglinear.kernels.fenwick import bit_length, fenwick_merge, level_matrix, state_bucket_levels
 from loglinear.kernels.layout import ChunkLayout
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.variant import Variant
 
 
 def chunk_log_linear_attn(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None, variant: Variant,
     state: LogLinearState | None, out_levels: int, chunk_size: int, need_state: bool = True,
 ) -> tuple[Tensor, LogLinearState | None]:
     """Inputs (B, T, H, *) in the compute dtype, lam with `out_levels` levels; returns o (B, T, H, V), final state.
 
+    `variant` says which transition applies; `beta` (B, T, H) is read for the delta rule only.
     q and k may have one head shared by all of v's heads (B, T, 1, K): it is broadcast, never copied.
     need_state False skips the final state (returned as None) and the work only it needs.
     """
-    B, T, _, K = q.shape
-    H, V = v.shape[2:]
-    dev, dt = q.device, q.dtype
+    T = q.shape[1]
     C = min(chunk_size, 1 << (T - 1).bit_length())  # no chunk longer than the (rounded-up) sequence
-    c = C.bit_length() - 1
 
-    # 0. align chunks to absolute multiples of C: an initial state at position p0 shifts the tokens by p0 mod C.
+    # 0. chunks aligned to absolute multiples of C: an initial state at position p0 shifts the tokens by p0 mod C.
     #    Sequences whose first chunks differ run as separate groups, so the chunk index is one host integer.
-    p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
+    p0 = torch.zeros(q.shape[0], dtype=torch.int64, device=q.device) if state is None else state.position
     first_chunks = [0] if state is None else (p0 // C).tolist()
     if len(set(first_chunks)) > 1:
-        return _run_grouped(first_chunks, q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state)
-    first_chunk = first_chunks[0]
+        return _run_grouped(first_chunks, q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state)
     layout = ChunkLayout.build(p0, T, C)
-    N, shift = layout.N, layout.shift.long()  # shift (B,): zero-padding slots in front of each sequence
-    base = p0 - shift  # (B,) absolute position of the first padded slot
-    pos = base[:, None] + torch.arange(N * C, device=dev)  # (B, N*C) absolute positions of the slots
-    chunked = lambda x: None if x is None else layout.to_chunks(x).unflatten(2, (N, C))  # noqa: E731
-    Q, Kc, Vc, lam_c = (chunked(x) for x in (q, k, v, lam))  # (B, H, N, C, K|K|V|L); Q, Kc may have 1 head
-    g_c, beta_c = (chunked(x) for x in (g, beta))  # (B, H, N, C)
+    x = Chunks.cut(layout, q, k, v, g, lam, beta, variant)
+    carry = layout.N > 1 or state is not None or need_state  # anything beyond the dense form within chunks
 
-    # 1. intra-chunk: decays within the chunk, A, and o = (A ⊙ M^H) V
-    G = g_c.cumsum(-1)  # (B, H, N, C) log-decay from the chunk start, inclusive
-    MS = _decay_matrix(G)  # (B, H, N, C, C)
-    A = (Q @ Kc.transpose(-1, -2)) * MS  # (B, H, N, C, C)
-    carry = N > 1 or state is not None or need_state  # anything beyond the dense form within chunks
-    if beta_c is not None:
-        # the UT form: A <- A T with T = (I + L)^-1 diag(beta), L = tril(diag(beta) K K^T ⊙ M^S, -1)
-        Tinv = _unit_lower_inverse(beta_c[..., :, None] * (Kc @ Kc.transpose(-1, -2)) * MS)  # (I + L)^-1
-        if lam_c is None:
-            o = A @ (Tinv @ (beta_c[..., None] * Vc))  # (B, H, N, C, V): no C x C x C product
-        if lam_c is not None or carry:
-            A = (A @ Tinv) * beta_c[..., None, :]  # (B, H, N, C, C)
-    if lam_c is not None:
-        ell = level_matrix(torch.arange(C, device=dev), torch.arange(C, device=dev)).clamp(max=out_levels - 1)
-        o = (A * lam_c.gather(-1, ell.expand(B, H, N, C, C))) @ Vc  # (B, H, N, C, V)
-    elif beta_c is None:
-        o = A @ Vc  # (B, H, N, C, V)
+    o, A, Tinv = intra_chunk(x, out_levels, carry)
     if not carry:  # one chunk and nothing to carry: the dense form is all
         return layout.from_chunks(o.flatten(2, 3)), None
-
-    # 2. each chunk as a state update: effective queries R, keys Kd, transition P (scalar `a` without beta)
-    eG = G.exp()[..., None]  # (B, H, N, C, 1)
-    gamma = (G[..., -1:] - G).exp()[..., None]  # (B, H, N, C, 1) decay from s to the chunk end
-    if beta_c is None:
-        R, Kd = eG * Q, gamma * Kc  # (B, H, N, C, K)
-        a = G[..., -1].exp()  # (B, H, N)
-        move = lambda S, i: a[:, :, i, None, None, None] * S  # noqa: E731
-    else:
-        R = eG * Q - A @ (eG * Kc)
-        # Kd = T^T (gamma K) with T = (I + L)^-1 diag(beta): diag(beta) (I + L)^-T (gamma K)
-        Kd = beta_c[..., None] * (Tinv.transpose(-1, -2) @ (gamma * Kc))
-        P = G[..., -1].exp()[..., None, None] * torch.eye(K, dtype=dt, device=dev) - (eG * Kc).transpose(-1, -2) @ Kd
-        move = lambda S, i: S @ P[:, :, i, None]  # noqa: E731  (B, H, L, V, K) @ (B, H, 1, K, K)
-    D = Vc.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
-
-    if beta_c is None and state is None and not need_state:  # scalar decay from position 0: no loop over chunks
-        o = o + _scalar_decay_reads(R, D, G[..., -1], lam_c, c, out_levels)
+    effects = chunk_effects(x, A, Tinv)
+    if not x.delta and state is None and not need_state:  # scalar decay from position 0: no loop over chunks
+        o = o + _scalar_decay_reads(effects.R, effects.D, x.G[..., -1], x.lam, layout.c, out_levels)
         return layout.from_chunks(o.flatten(2, 3)), None
+    o, starts, initial_starts = inter_chunk_scan(o, x, effects, first_chunks[0], state)
+    base = p0 - layout.shift.long()  # (B,) absolute position of each sequence's first (padding) slot
+    if state is not None:
+        o = o + initial_state_reads(x, effects, initial_starts, state, base, out_levels)
+    final = final_state(x, effects, starts, initial_starts, state, base, p0 + T, out_levels) if need_state else None
+    return layout.from_chunks(o.flatten(2, 3)), final
 
-    # 3. inter-chunk: the chunk-level Fenwick pass (the state grows as levels fill). At chunk i, bucket m >= 1
-    #    holds the keys at level c + m and is non-empty exactly when bit m-1 of the chunk's index is set:
-    #    only those (chunk, bucket) pairs are read, half of all on average.
+
+@dataclass
+class Chunks:
+    """The inputs cut into N chunks of C slots, (B, H, N, C, ...): Q and K may have one head shared by all."""
+
+    Q: Tensor  # (B, H|1, N, C, K)
+    K: Tensor  # (B, H|1, N, C, K)
+    V: Tensor  # (B, H, N, C, V)
+    g: Tensor  # (B, H, N, C) log-decays
+    G: Tensor  # (B, H, N, C) log-decay from the chunk start, inclusive
+    lam: Tensor | None  # (B, H, N, C, L)
+    beta: Tensor | None  # (B, H, N, C), read by the delta rule only
+    delta: bool  # the variant: the delta rule (else a scalar decay)
+
+    @classmethod
+    def cut(cls, layout: ChunkLayout, q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None,
+            beta: Tensor | None, variant: Variant) -> Chunks:
+        def chunked(x: Tensor | None) -> Tensor | None:
+            return None if x is None else layout.to_chunks(x).unflatten(2, (layout.N, layout.C))
+
+        g_c = chunked(g)
+        delta = variant is Variant.DELTA_RULE
+        return cls(chunked(q), chunked(k), chunked(v), g_c, g_c.cumsum(-1), chunked(lam), chunked(beta), delta)
+
+
+@dataclass
+class ChunkEffects:
+    """Each chunk as an update of a state S (B, H, L, V, K): S -> S W + D with W = W_first...W_last."""
+
+    R: Tensor  # (B, H, N, C, K) effective queries r_t = W_first..W_t q_t (what o_t reads of a state at the chunk start)
+    Kd: Tensor  # (B, H, N, C, K) c_s = beta_s W_last^T..W_{s+1}^T k_s: key s carried to the chunk end
+    D: Tensor  # (B, H, N, V, K) the chunk's keys at its end, sum_s v_s c_s^T
+    a: Tensor | None  # (B, H, N) the transition W = a I of a scalar decay (Mamba-2)
+    P: Tensor | None  # (B, H, N, K, K) the transition W = P of the delta rule
+
+    def move(self, S: Tensor, n: int | list[int]) -> Tensor:
+        """S (B, H, L, V, K) through chunk n's transition (a list: chunk n[b] for sequence b)."""
+        W = self.a if self.P is None else self.P
+        W = W[:, :, n] if isinstance(n, int) else _per_sequence(W, n)
+        return W[:, :, None, None, None] * S if self.P is None else S @ W[:, :, None]
+
+
+def intra_chunk(x: Chunks, out_levels: int, carry: bool) -> tuple[Tensor, Tensor, Tensor | None]:
+    """Step 1, dense within each chunk as in the naive form: o = (A ⊙ M^H) V with A = Q K^T ⊙ M^S (times
+    T = (I + L)^-1 diag(beta) for the delta rule, L = tril(diag(beta) K K^T ⊙ M^S, -1)) and
+    M^H_ts = lambda_t^(bit_length(t ^ s)).
+
+    Returns o (B, H, N, C, V), A (A T for the delta rule when `carry` or lam is given: the later steps
+    need it) and (I + L)^-1 (None without beta).
+    """
+    B, H, N, C = x.V.shape[:4]
+    MS = _decay_matrix(x.G)  # (B, H, N, C, C) M^S
+    A = (x.Q @ x.K.transpose(-1, -2)) * MS  # (B, H, N, C, C)
+    Tinv = None
+    if x.delta:
+        Tinv = _unit_lower_inverse(x.beta[..., :, None] * (x.K @ x.K.transpose(-1, -2)) * MS)  # (I + L)^-1
+        if x.lam is None:
+            o = A @ (Tinv @ (x.beta[..., None] * x.V))  # (B, H, N, C, V): no C x C x C product
+        if x.lam is not None or carry:
+            A = (A @ Tinv) * x.beta[..., None, :]  # (B, H, N, C, C)
+    if x.lam is not None:
+        slots = torch.arange(C, device=x.V.device)
+        ell = level_matrix(slots, slots).clamp(max=out_levels - 1)  # (C, C)
+        o = (A * x.lam.gather(-1, ell.expand(B, H, N, C, C))) @ x.V  # (B, H, N, C, V)
+    elif not x.delta:
+        o = A @ x.V  # (B, H, N, C, V)
+    return o, A, Tinv
+
+
+def chunk_effects(x: Chunks, A: Tensor, Tinv: Tensor | None) -> ChunkEffects:
+    """Step 2: every chunk's effective queries, carried keys and transition (the UT/WY form for the delta rule)."""
+    eG = x.G.exp()[..., None]  # (B, H, N, C, 1)
+    gamma = (x.G[..., -1:] - x.G).exp()[..., None]  # (B, H, N, C, 1) decay from s to the chunk end
+    if not x.delta:
+        R, Kd = eG * x.Q, gamma * x.K  # (B, H, N, C, K)
+        a, P = x.G[..., -1].exp(), None  # (B, H, N)
+    else:
+        R = eG * x.Q - A @ (eG * x.K)
+        # Kd = T^T (gamma K) with T = (I + L)^-1 diag(beta): diag(beta) (I + L)^-T (gamma K)
+        Kd = x.beta[..., None] * (Tinv.transpose(-1, -2) @ (gamma * x.K))
+        eye = torch.eye(x.K.shape[-1], dtype=x.K.dtype, device=x.K.device)
+        a, P = None, x.G[..., -1].exp()[..., None, None] * eye - (eG * x.K).transpose(-1, -2) @ Kd  # (B, H, N, K, K)
+    D = x.V.transpose(-1, -2) @ Kd  # (B, H, N, V, K)
+    return ChunkEffects(R, Kd, D, a, P)
+
+
+def inter_chunk_scan(
+    o: Tensor, x: Chunks, effects: ChunkEffects, first_chunk: int, state: LogLinearState | None,
+) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+    """Step 3: one pass over the chunks carrying the chunk-level Fenwick state (the recurrence of
+    kernels/recurrent.py with chunks as tokens and D as the outer product; the state grows as levels
+    fill). At chunk I its bucket m >= 1 holds the keys at level c + m and is non-empty exactly when bit
+    m-1 of I is set: only those (chunk, bucket) pairs are read, o_t += lambda_t^(c+m) H_m r_t, half of
+    all on average, one batched matmul per bucket.
+
+    Returns o plus the reads, the buckets at each chunk's start, and the initial state's buckets at each
+    chunk's start (moved through the chunks before it; empty without a state).
+    """
+    B, H, N, C, V = o.shape
+    c = C.bit_length() - 1
+    S = o.new_zeros(B, H, 1, V, effects.Kd.shape[-1])
     E = None if state is None else state.levels  # (B, H, L0, V, K) the initial buckets
-    S = torch.zeros(B, H, 1, V, K, dtype=dt, device=dev)
-    starts, E_starts = [], []  # per chunk: the buckets at its start
+    starts, initial_starts = [], []
     reads: dict[int, list[int]] = {}  # bucket -> chunks reading it
     for i in range(N):
         I = first_chunk + i
-        if lam is not None:
+        if x.lam is not None:
             S = fenwick_merge(S, I)
         starts.append(S)
-        for m in [0] if lam is None else [m for m in range(1, S.shape[2]) if (I >> (m - 1)) & 1]:
+        for m in [0] if x.lam is None else [m for m in range(1, S.shape[2]) if (I >> (m - 1)) & 1]:
             reads.setdefault(m, []).append(i)
-        S = move(S, i)
-        S = torch.cat([S[:, :, :1] + D[:, :, i, None], S[:, :, 1:]], dim=2)
+        S = effects.move(S, i)
+        S = torch.cat([S[:, :, :1] + effects.D[:, :, i, None], S[:, :, 1:]], dim=2)
         if E is not None:
-            E_starts.append(E)
-            E = move(E, i)
+            initial_starts.append(E)
+            E = effects.move(E, i)
     for m, chunks in reads.items():
-        idx = torch.tensor(chunks, device=dev)
+        idx = torch.tensor(chunks, device=o.device)
         Hm = torch.stack([starts[i][:, :, m] for i in chunks], dim=2)  # (B, H, n, V, K)
-        Rm = R[:, :, idx] if lam is None else R[:, :, idx] * lam_c[:, :, idx, :, c + m, None]  # (B, H, n, C, K)
+        Rm = effects.R[:, :, idx]  # (B, H, n, C, K)
+        if x.lam is not None:
+            Rm = Rm * x.lam[:, :, idx, :, c + m, None]
         o = o.index_add(2, idx, Rm @ Hm.transpose(-1, -2))
+    return o, starts, initial_starts
 
-    # 4. initial state: bucket l read at level max(l, bit_length(p_t ^ last))
-    if state is not None:
-        E_all = torch.stack(E_starts, dim=2)  # (B, H, N, L0, V, K)
-        L0 = E_all.shape[3]
-        if lam is None:
-            W0 = torch.ones(B, H, N, C, L0, dtype=dt, device=dev)
-        else:
-            lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=out_levels - 1)  # (B, N*C, L0)
-            lev = rearrange(lev, "b (n c) l -> b n c l", c=C)[:, None].expand(B, H, N, C, L0)
-            W0 = lam_c.gather(-1, lev)  # (B, H, N, C, L0)
-        RW = (W0[..., None] * R[..., None, :]).flatten(-2)  # (B, H, N, C, L0*K)
-        o = o + RW @ rearrange(E_all, "b h n l v k -> b h n (l k) v")
 
-    if not need_state:
-        return layout.from_chunks(o.flatten(2, 3)), None
+def initial_state_reads(
+    x: Chunks, effects: ChunkEffects, initial_starts: list[Tensor], state: LogLinearState, base: Tensor,
+    out_levels: int,
+) -> Tensor:
+    """Step 4: what o reads of the initial state: its bucket l, moved to the chunk start, at level
+    max(l, bit_length(p_t ^ last)) (last: the state's last position). Returns (B, H, N, C, V)."""
+    B, H, N, C = x.V.shape[:4]
+    E_all = torch.stack(initial_starts, dim=2)  # (B, H, N, L0, V, K)
+    L0 = E_all.shape[3]
+    if x.lam is None:
+        W0 = E_all.new_ones(B, H, N, C, L0)
+    else:
+        pos = base[:, None] + torch.arange(N * C, device=base.device)  # (B, N*C) absolute positions of the slots
+        lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=out_levels - 1)  # (B, N*C, L0)
+        lev = rearrange(lev, "b (n c) l -> b n c l", c=C)[:, None].expand(B, H, N, C, L0)
+        W0 = x.lam.gather(-1, lev)  # (B, H, N, C, L0)
+    RW = (W0[..., None] * effects.R[..., None, :]).flatten(-2)  # (B, H, N, C, L0*K)
+    return RW @ rearrange(E_all, "b h n l v k -> b h n (l k) v")
 
-    # 5. final state, read at each sequence's last position (its last chunk may differ across the batch)
-    last = p0 + T - 1  # (B,)
-    n_last = ((T - 1 + shift) // C).tolist()
-    at_last = lambda x: _per_sequence(x, n_last)  # noqa: E731  (B, H, N, ...) -> (B, H, ...)
-    last_move = (lambda S: S * at_last(a)[:, :, None, None, None]) if beta_c is None else (lambda S: S @ at_last(P)[:, :, None])
+
+def final_state(
+    x: Chunks, effects: ChunkEffects, starts: list[Tensor], initial_starts: list[Tensor],
+    state: LogLinearState | None, base: Tensor, end: Tensor, out_levels: int,
+) -> LogLinearState:
+    """Step 5: the state after each sequence's last token (at position end - 1; its last chunk may differ
+    across the batch): the buckets at that chunk's start moved through it (bucket m -> level c + m), plus
+    the chunk's own keys at their levels 0..c, plus the initial state's buckets moved to the end."""
+    B, H, N, C = x.V.shape[:4]
+    c = C.bit_length() - 1
+    last = end - 1  # (B,)
+    n_last = ((last - base) // C).tolist()  # each sequence's last chunk
     Lc = max(starts[i].shape[2] for i in set(n_last))
-    buckets = last_move(_per_sequence([F.pad(starts[i], (0, 0, 0, 0, 0, Lc - starts[i].shape[2])) for i in n_last]))
-    slot_pos = base[:, None] + torch.tensor(n_last, device=dev)[:, None] * C + torch.arange(C, device=dev)  # (B, C)
-    if lam is None:
-        key_level = torch.zeros(B, C, dtype=torch.int64, device=dev)
+    at_start = _per_sequence([F.pad(starts[i], (0, 0, 0, 0, 0, Lc - starts[i].shape[2])) for i in n_last])
+    buckets = effects.move(at_start, n_last)  # (B, H, Lc, V, K)
+    last_chunk_start = base + torch.tensor(n_last, device=base.device) * C  # (B,)
+    slot_pos = last_chunk_start[:, None] + torch.arange(C, device=base.device)  # (B, C)
+    if x.lam is None:
+        key_level = torch.zeros(B, C, dtype=torch.int64, device=base.device)
         S_final = buckets
     else:
         key_level = bit_length(last[:, None] ^ slot_pos).clamp(max=out_levels - 1)  # (B, C); padding clamped
         S_final = F.pad(buckets, (0, 0, 0, 0, c, out_levels - c - Lc))  # bucket m -> level c + m
-    onehot = F.one_hot(key_level, out_levels).to(dt)  # (B, C, Lout)
-    S_final = S_final + torch.einsum("bcl,bhcv,bhck->bhlvk", onehot, at_last(Vc), at_last(Kd))
+    onehot = F.one_hot(key_level, out_levels).to(buckets.dtype)  # (B, C, Lout)
+    keys = torch.einsum("bcl,bhcv,bhck->bhlvk", onehot, _per_sequence(x.V, n_last), _per_sequence(effects.Kd, n_last))
+    S_final = S_final + keys
     if state is not None:
-        into = state_bucket_levels(state.last_position, last[:, None], L0)[:, 0] if lam is not None else torch.zeros(
-            B, L0, dtype=torch.int64, device=dev
-        )
-        E_last = _per_sequence([E_starts[i] for i in n_last])
-        S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(dt), last_move(E_last))
-    return layout.from_chunks(o.flatten(2, 3)), LogLinearState(S_final, p0 + T)
+        L0 = state.levels.shape[2]
+        if x.lam is None:
+            into = torch.zeros(B, L0, dtype=torch.int64, device=base.device)
+        else:
+            into = state_bucket_levels(state.last_position, last[:, None], L0)[:, 0]  # (B, L0)
+        E_last = effects.move(_per_sequence([initial_starts[i] for i in n_last]), n_last)
+        S_final = S_final + torch.einsum("bjl,bhjvk->bhlvk", F.one_hot(into, out_levels).to(buckets.dtype), E_last)
+    return LogLinearState(S_final, end)
 
 
 def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | None, c: int, out_levels: int) -> Tensor:
@@ -190,17 +277,16 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
     out = R.new_zeros(B, H, Np, C, V)
     for m in range(1, Np.bit_length()):
         size, half = 1 << m, 1 << (m - 1)
-        grp = lambda x: x.unflatten(2, (Np >> m, size))  # noqa: E731  chunk axis -> (group, position in group)
-        Lg = grp(Lam)
+        Lg = _grouped(Lam, size)
         end = Lg[..., half - 1 : half]  # (B, H, G, 1) Lambda at the end of each first half
         w = (end - Lg[..., :half]).exp()  # (B, H, G, half)
-        S = (w[..., None, :] @ grp(Dp)[:, :, :, :half]).unflatten(-1, (V, K))  # (B, H, G, 1, V, K)
-        scale = (grp(prev)[..., half:] - end).exp()[..., None, None]  # (B, H, G, half, 1, 1)
+        S = (w[..., None, :] @ _grouped(Dp, size)[:, :, :, :half]).unflatten(-1, (V, K))  # (B, H, G, 1, V, K)
+        scale = (_grouped(prev, size)[..., half:] - end).exp()[..., None, None]  # (B, H, G, half, 1, 1)
         if lam_p is not None:
-            scale = scale * grp(lam_p[..., min(c + m, out_levels - 1)])[:, :, :, half:, :, None]
-        Rs = (scale * grp(Rp)[:, :, :, half:]).flatten(3, 4)  # (B, H, G, half * C, K)
+            scale = scale * _grouped(lam_p[..., min(c + m, out_levels - 1)], size)[:, :, :, half:, :, None]
+        Rs = (scale * _grouped(Rp, size)[:, :, :, half:]).flatten(3, 4)  # (B, H, G, half * C, K)
         part = Rs @ S[:, :, :, 0].transpose(-1, -2)  # (B, H, G, half * C, V)
-        grp(out)[:, :, :, half:] += part.unflatten(3, (half, C))
+        _grouped(out, size)[:, :, :, half:] += part.unflatten(3, (half, C))
     return out[:, :, :N]
 
 
@@ -255,6 +341,11 @@ def _decay_matrix(G: Tensor) -> Tensor:
     return _DecayMatrix.apply(G)
 
 
+def _grouped(x: Tensor, size: int) -> Tensor:
+    """(B, H, N, ...) -> (B, H, N / size, size, ...): the chunk axis as (group, position in group)."""
+    return x.unflatten(2, (x.shape[2] // size, size))
+
+
 def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tensor:
     """Chunk n[b] of sequence b from x (B, H, N, ...), or row b of x[b] from a list -> (B, H, ...)."""
     if isinstance(x, list):
@@ -264,7 +355,7 @@ def _per_sequence(x: Tensor | list[Tensor], n: list[int] | None = None) -> Tenso
     return torch.stack([x[b, :, i] for b, i in enumerate(n)])
 
 
-def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_levels, chunk_size, need_state):
+def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state):
     """Run each group of sequences that start in the same chunk separately, then restore the batch order."""
     groups: dict[int, list[int]] = {}
     for b, first in enumerate(first_chunks):
@@ -272,10 +363,10 @@ def _run_grouped(first_chunks: list[int], q, k, v, g, lam, beta, state, out_leve
     outs, levels, positions, order = [], [], [], []
     for rows in groups.values():
         idx = torch.tensor(rows, device=q.device)
-        pick = lambda x: None if x is None else x[idx]  # noqa: E731
+        rows_of = [None if x is None else x[idx] for x in (q, k, v, g, lam, beta)]
         sub = LogLinearState(state.levels[idx], state.position[idx])
-        o, s = chunk_log_linear_attn(*map(pick, (q, k, v, g, lam, beta)), sub, out_levels, chunk_size)
+        o, s = chunk_log_linear_attn(*rows_of, variant, sub, out_levels, chunk_size)
         outs.append(o), levels.append(s.levels), positions.append(s.position), order.extend(rows)
     inverse = torch.argsort(torch.tensor(order, device=q.device))
-    cat = lambda xs: torch.cat(xs)[inverse]  # noqa: E731
-    return cat(outs), (LogLinearState(cat(levels), cat(positions)) if need_state else None)
+    final = LogLinearState(torch.cat(levels)[inverse], torch.cat(positions)[inverse]) if need_state else None
+    return torch.cat(outs)[inverse], final

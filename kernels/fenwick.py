@@ -48,8 +48,9 @@ def fenwick_merge(S: Tensor, p: Tensor | int) -> Tensor:
     """The merge of the Fenwick recurrence when position p arrives, vectorised over the batch.
 
     S: level states (B, H, L, ...); p: (B,) int64 positions, or one int shared by the batch (then the
-    merge is two slices instead of masks, and S grows to z + 2 levels if it has fewer). For p > 0 with z trailing zeros, levels 0..z are summed
-    into level z+1 and cleared; p == 0 leaves S unchanged. A tensor p never syncs with the host.
+    merge is two slices instead of masks, and S grows to z + 2 levels if it has fewer). For p > 0 with z
+    trailing zeros, levels 0..z are summed into level z+1 and cleared; p == 0 leaves S unchanged. A tensor
+    p never syncs with the host.
     """
     if isinstance(p, int):
         if p == 0:

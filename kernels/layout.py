@@ -47,7 +47,7 @@ class ChunkLayout:
         return self.C.bit_length() - 1
 
     @classmethod
-    def build(cls, p0: Tensor, T: int, C: int) -> "ChunkLayout":
+    def build(cls, p0: Tensor, T: int, C: int) -> ChunkLayout:
         shift = p0 % C
         n_chunks = (shift + T + C - 1) // C
         N, aligned = int(n_chunks.max()), not bool(shift.any())

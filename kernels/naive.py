@@ -9,7 +9,7 @@ head, with absolute positions p_t and the cumulative log-decay G_t = sum_{i<=t} 
     M^H_ts = lambda_t^(ell(p_t, p_s)),  ell(t, s) = bit_length(t XOR s)   (the hierarchical mask)
     O      = (A ⊙ M^H) V
 
-A_ts is the coefficient beta_s k_s^T W_{s+1}...W_t q_t of v_s in o_t (shared/SPEC.md section 2);
+A_ts is the coefficient beta_s k_s^T W_{s+1}...W_t q_t of v_s in o_t (docs/operator.md);
 for the delta rule it comes from the UT/WY form of the gated delta rule. An initial state adds
 sum_l lambda_t^(level of bucket l) S0^(l) r_t with r_t = W_0...W_t q_t.
 """
@@ -22,13 +22,17 @@ from torch import Tensor
 
 from loglinear.kernels.fenwick import bit_length, level_matrix, state_bucket_levels
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.variant import Variant
 
 
 def naive_log_linear_attn(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None, variant: Variant,
     state: LogLinearState, out_levels: int,
 ) -> tuple[Tensor, LogLinearState]:
-    """Inputs (B, T, H, *) in the compute dtype, `state` the initial state; returns o (B, T, H, V), final state."""
+    """Inputs (B, T, H, *) in the compute dtype, `state` the initial state; returns o (B, T, H, V), final state.
+
+    `variant` says which transition applies; `beta` (B, T, H) is read for the delta rule only."""
+    delta = variant is Variant.DELTA_RULE
     B, T, H, K = q.shape
     Q, Kt, Vt = (rearrange(x, "b t h d -> b h t d") for x in (q, k, v))  # (B, H, T, K|K|V)
     S0 = state.levels  # (B, H, L0, V, K)
@@ -44,7 +48,7 @@ def naive_log_linear_attn(
 
     # 3. the linear-attention matrix A (Mamba-2: QK^T ⊙ M^S; delta rule: times (I + L)^-1 diag(beta))
     A = (Q @ Kt.transpose(-1, -2)) * MS  # (B, H, T, T)
-    if beta is not None:
+    if delta:
         b = rearrange(beta, "b t h -> b h t")  # (B, H, T)
         L = (b[..., :, None] * (Kt @ Kt.transpose(-1, -2)) * MS).tril(-1)  # (B, H, T, T)
         T_beta = torch.linalg.solve_triangular(eye + L, torch.diag_embed(b), upper=False, unitriangular=True)
@@ -61,7 +65,7 @@ def naive_log_linear_attn(
 
     # 5. initial state: o_t += sum_l lambda_t^(level of bucket l) S0^(l) r_t, r_t = W_0..W_t q_t
     eG = G.exp()[..., None]  # (B, H, T, 1)
-    R = eG * Q if beta is None else eG * Q - A @ (eG * Kt)  # (B, H, T, K)
+    R = eG * Q - A @ (eG * Kt) if delta else eG * Q  # (B, H, T, K)
     Y = torch.einsum("bhtk,bhlvk->bhtlv", R, S0)  # (B, H, T, L0, V)
     if lam is None:
         O = O + Y.sum(3)
@@ -73,7 +77,7 @@ def naive_log_linear_attn(
     # 6. final state: key s lands in level ell(p_last, p_s) with k_s^T replaced by c_s^T = beta_s k_s^T W_{s+1}..W_last
     last = p[:, -1]  # (B,)
     gamma = (G[..., -1:] - G).exp()[..., None]  # (B, H, T, 1) decay from s to the last position
-    C = gamma * Kt if beta is None else T_beta.transpose(-1, -2) @ (gamma * Kt)  # (B, H, T, K)
+    C = T_beta.transpose(-1, -2) @ (gamma * Kt) if delta else gamma * Kt  # (B, H, T, K)
     if lam is None:
         key_level = torch.zeros(B, T, dtype=torch.int64, device=q.device)
         bucket_to = torch.zeros(B, S0.shape[2], dtype=torch.int64, device=q.device)
@@ -84,7 +88,7 @@ def naive_log_linear_attn(
     S_keys = torch.einsum("btl,bhtv,bhtk->bhlvk", onehot, Vt, C)  # (B, H, Lout, V, K)
     # the initial buckets travel through W_0..W_last: P = exp(G_last) I - (exp(G) K)^T C
     eG_last = G[..., -1].exp()[..., None, None]  # (B, H, 1, 1)
-    if beta is None:
+    if not delta:
         S0_moved = eG_last[:, :, None] * S0
     else:
         P = eG_last * torch.eye(K, dtype=q.dtype, device=q.device) - (eG * Kt).transpose(-1, -2) @ C  # (B, H, K, K)

@@ -31,7 +31,7 @@ class LogLinearState:
         *,
         device: torch.device | str | None = None,
         dtype: torch.dtype = torch.float32,
-    ) -> "LogLinearState":
+    ) -> LogLinearState:
         levels = torch.zeros(batch_size, num_heads, num_levels, head_v, head_k, device=device, dtype=dtype)
         return cls(levels, torch.zeros(batch_size, dtype=torch.int64, device=device))
 

@@ -7,12 +7,11 @@
     logits_t, cache = model.step(tokens_t, cache)
 """
 
-# Importing the mixer modules registers them in MIXERS.
-from loglinear.models import attention, gated_deltanet, log_linear, mamba2  # noqa: F401
 from loglinear.models.backbone import DecodeCache, LanguageModel, ParamReport, build_model
 from loglinear.models.config import ModelConfig
 from loglinear.models.lambda_params import LAMBDA_PARAMS, LambdaHead
-from loglinear.models.mixer import MIXERS, Mixer
+from loglinear.models.mixer import Mixer
+from loglinear.models.mixers import MIXERS
 from loglinear.models.optim import no_weight_decay, param_groups
 
 __all__ = [

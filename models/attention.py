@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from loglinear.models.layers import apply_rope
-from loglinear.models.mixer import MIXERS, Mixer
+from loglinear.models.mixer import Mixer
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -25,15 +25,16 @@ class KVCache:
     length: int
 
 
-@MIXERS.register("attention")
 class Attention(Mixer):
     """softmax(q k^T / sqrt(D) + causal mask) v per head, with RoPE on q and k; no biases.
 
-    Heads: ModelConfig.heads (n_heads, or max(1, d_model // 64)); head dim D = d_model / heads.
+    Heads: ModelConfig.attention_heads, or max(1, d_model // 64); head dim D = d_model / heads.
     Decoding appends to a preallocated KV cache (changed in place) and attends over its filled part.
     """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    name, display_name = "attention", "Transformer"
+
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
         self.n_heads = cfg.heads
         self.head_dim = cfg.d_model // self.n_heads
@@ -42,12 +43,17 @@ class Attention(Mixer):
         self.out_proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
     @classmethod
-    def check_config(cls, cfg: "ModelConfig") -> None:
+    def num_heads(cls, cfg: ModelConfig) -> int:
+        return cfg.attention_heads if cfg.attention_heads is not None else max(1, cfg.d_model // 64)
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
         if cfg.d_model % cfg.heads:
             raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by attention_heads={cfg.heads}")
         if (cfg.d_model // cfg.heads) % 2:
             raise ValueError(
-                f"ModelConfig.attention_heads={cfg.heads} gives an odd attention head dim {cfg.d_model // cfg.heads}; RoPE needs it even"
+                f"ModelConfig.attention_heads={cfg.heads} gives an odd attention head dim "
+                f"{cfg.d_model // cfg.heads}; RoPE needs it even"
             )
 
     def _qkv(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -63,7 +69,9 @@ class Attention(Mixer):
 
     def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> KVCache:
         shape = (batch_size, self.n_heads, max_len, self.head_dim)
-        return KVCache(torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype), 0)
+        return KVCache(
+            torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype), 0
+        )
 
     def step(self, x_t: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:
         t = cache.length

@@ -12,7 +12,7 @@ from torch import Tensor, nn
 
 from loglinear.models.config import ModelConfig
 from loglinear.models.layers import RMSNorm, SwiGLU
-from loglinear.models.mixer import MIXERS
+from loglinear.models.mixers import MIXERS
 
 logger = logging.getLogger(__name__)
 
@@ -147,7 +147,8 @@ class LanguageModel(nn.Module):
         max_len = self.cfg.max_len if max_len is None else max_len
         weight = self.embedding.weight
         layers = [
-            block.mixer.init_cache(batch_size, max_len, device=weight.device, dtype=weight.dtype) for block in self.blocks
+            block.mixer.init_cache(batch_size, max_len, device=weight.device, dtype=weight.dtype)
+            for block in self.blocks
         ]
         return DecodeCache(layers, 0, max_len)
 
@@ -157,7 +158,7 @@ class LanguageModel(nn.Module):
             raise ValueError(f"the cache is full: it was made for max_len={cache.max_len} tokens")
         h = self.embedding(tokens_t)
         layers = []
-        for block, layer_cache in zip(self.blocks, cache.layers):
+        for block, layer_cache in zip(self.blocks, cache.layers, strict=True):
             h, layer_cache = block.step(h, layer_cache)
             layers.append(layer_cache)
         return self.lm_head(self.norm(h)), DecodeCache(layers, cache.position + 1, cache.max_len)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Optional
 
+from loglinear.checks import check_int
 from loglinear.kernels import IMPLS, num_levels
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
@@ -64,10 +64,10 @@ class ModelConfig:
     vocab_size: int = 8192
     lambda_param: str = "softplus"
     lambda_bias_init: str = "none"
-    lambda_share_from_level: Optional[int] = None
+    lambda_share_from_level: int | None = None
     max_len: int = 2048
-    attention_heads: Optional[int] = None
-    deltanet_heads: Optional[int] = None
+    attention_heads: int | None = None
+    deltanet_heads: int | None = None
     head_dim: int = 16
     state_dim: int = 16
     expand: int = 2
@@ -87,17 +87,11 @@ class ModelConfig:
 
     @property
     def heads(self) -> int:
-        """Heads of this config's attention or Gated DeltaNet mixer: attention_heads or deltanet_heads,
-        or the default described in the class docstring."""
-        if self.mixer == "attention":
-            return self.attention_heads if self.attention_heads is not None else max(1, self.d_model // 64)
-        if self.deltanet_heads is not None:
-            return self.deltanet_heads
-        return 1 if self.d_model <= 16 else max(2, self.d_model // 128)
+        """Heads of this config's mixer (its `num_heads`: attention_heads, deltanet_heads or
+        expand * d_model / head_dim, with the defaults described above)."""
+        from loglinear.models.mixers import MIXERS
 
-    @property
-    def mamba2_heads(self) -> int:
-        return self.expand * self.d_model // self.head_dim
+        return MIXERS[self.mixer].num_heads(self)
 
     @property
     def lambda_levels(self) -> int:
@@ -111,12 +105,11 @@ class ModelConfig:
     def validate(self) -> None:
         """Raise a ValueError naming the field of the first impossible setting."""
         from loglinear.models.lambda_params import LAMBDA_PARAMS
-        from loglinear.models.mixer import MIXERS
+        from loglinear.models.mixers import MIXERS
 
         for name in ("d_model", "n_layers", "max_len", "head_dim", "state_dim", "expand", "conv_size"):
-            _positive_int(name, getattr(self, name))
-        if not isinstance(self.vocab_size, int) or self.vocab_size < 2:
-            raise ValueError(f"ModelConfig.vocab_size must be an int >= 2, got {self.vocab_size!r}")
+            check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
+        check_int("ModelConfig.vocab_size", self.vocab_size, minimum=2)
         if self.mixer not in MIXERS:
             raise ValueError(f"ModelConfig.mixer: unknown mixer {self.mixer!r}; valid: {', '.join(MIXERS.names())}")
         if self.lambda_param not in LAMBDA_PARAMS:
@@ -126,15 +119,16 @@ class ModelConfig:
             )
         if self.lambda_bias_init not in LAMBDA_BIAS_INITS:
             raise ValueError(
-                f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; valid: {', '.join(LAMBDA_BIAS_INITS)}"
+                f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; "
+                f"valid: {', '.join(LAMBDA_BIAS_INITS)}"
             )
         share = self.lambda_share_from_level
-        if share is not None and (not isinstance(share, int) or share < 1):
-            raise ValueError(f"ModelConfig.lambda_share_from_level must be None or an int >= 1, got {share!r}")
+        if share is not None:
+            check_int("ModelConfig.lambda_share_from_level", share, minimum=1)
         valid_impls = ("auto", *IMPLS)
         if self.impl not in valid_impls:
             raise ValueError(f"ModelConfig.impl: unknown impl {self.impl!r}; valid: {', '.join(valid_impls)}")
-        _positive_int("chunk_size", self.chunk_size)
+        check_int("ModelConfig.chunk_size", self.chunk_size, minimum=1)
         if self.chunk_size & (self.chunk_size - 1):
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")
         if self.mlp_ratio < 0:
@@ -144,11 +138,11 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name} must be > 0, got {getattr(self, name)}")
         for name in ("attention_heads", "deltanet_heads"):
             if getattr(self, name) is not None:
-                _positive_int(name, getattr(self, name))
+                check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
         MIXERS[self.mixer].check_config(self)
 
     @classmethod
-    def from_mapping(cls, values: object) -> "ModelConfig":
+    def from_mapping(cls, values: object) -> ModelConfig:
         """A ModelConfig from a ModelConfig, a dict or an OmegaConf DictConfig; unknown keys are a ValueError."""
         if isinstance(values, cls):
             return values
@@ -158,8 +152,3 @@ class ModelConfig:
         if unknown:
             raise ValueError(f"ModelConfig has no field(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
         return cls(**items)
-
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"ModelConfig.{name} must be a positive int, got {value!r}")

@@ -12,7 +12,6 @@ from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, RMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
 from loglinear.models.mamba2 import initial_A_log, initial_dt_bias
-from loglinear.models.mixer import MIXERS
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -25,7 +24,6 @@ def l2_normalise(x: Tensor) -> Tensor:
     return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + L2_EPS)
 
 
-@MIXERS.register("gated_deltanet")
 class GatedDeltaNet(LinearAttentionMixer):
     """Gated DeltaNet mixer: H heads of key dim K = d_model / H and value dim V = expand * K.
 
@@ -40,8 +38,10 @@ class GatedDeltaNet(LinearAttentionMixer):
     v share one depthwise convolution (equal to three). A `lambda_head` adds its columns to W_in.
     """
 
-    def __init__(self, cfg: "ModelConfig", lambda_head: LambdaHead | None = None) -> None:
-        H = cfg.heads
+    name, display_name = "gated_deltanet", "Gated DeltaNet"
+
+    def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
+        H = self.num_heads(cfg)
         K, V = cfg.d_model // H, cfg.expand * cfg.d_model // H
         self.use_output_gate = cfg.use_output_gate
         super().__init__(
@@ -58,7 +58,15 @@ class GatedDeltaNet(LinearAttentionMixer):
         self.out_proj = nn.Linear(H * V, cfg.d_model, bias=False)
 
     @classmethod
-    def check_config(cls, cfg: "ModelConfig") -> None:
+    def num_heads(cls, cfg: ModelConfig) -> int:
+        """deltanet_heads, or 1 at d_model <= 16, else max(2, d_model // 128): the paper's MQAR setting
+        (2 heads, 1 at d_model 16), head dim 128 at scale."""
+        if cfg.deltanet_heads is not None:
+            return cfg.deltanet_heads
+        return 1 if cfg.d_model <= 16 else max(2, cfg.d_model // 128)
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
         if cfg.d_model % cfg.heads:
             raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by deltanet_heads={cfg.heads}")
 

@@ -61,7 +61,7 @@ def capture_lambda(model: nn.Module) -> Iterator[list[list[Tensor]]]:
 
         return hook
 
-    handles = [head.register_forward_hook(recorder(store)) for head, store in zip(heads, captured)]
+    handles = [head.register_forward_hook(recorder(store)) for head, store in zip(heads, captured, strict=True)]
     try:
         yield captured
     finally:
@@ -210,7 +210,7 @@ class LevelStatistics:
                 has_effective = effective is not None and effective.n > 0
                 rows.append(LevelRow(
                     layer, h, level, moments.n, float(moments.mean[h]), float(std[h]),
-                    {q: float(v) for q, v in zip(QUANTILES, qs[:, h])},
+                    {q: float(v) for q, v in zip(QUANTILES, qs[:, h], strict=True)},
                     float(effective.mean[0]) if has_effective else float("nan"), effective.n if has_effective else 0,
                 ))
         return rows

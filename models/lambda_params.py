@@ -1,7 +1,7 @@
 """Lambda parameterisations (`LAMBDA_PARAMS`) and the lambda head of the log-linear mixers.
 
-A log-linear mixer weights Fenwick level l of its state by lambda_t^(l) per head (shared/SPEC.md
-section 2). The head turns a data-dependent projection dl_t = W_lambda x_t (heads x levels columns,
+A log-linear mixer weights Fenwick level l of its state by lambda_t^(l) per head (docs/operator.md).
+The head turns a data-dependent projection dl_t = W_lambda x_t (heads x levels columns,
 fused into the mixer's input projection) into lambda_t through a parameterisation f:
 
     softplus  lambda = softplus(L_l * dl + b_l)              L init 1, the paper's (b absent by default)
@@ -26,12 +26,12 @@ from torch import Tensor, nn
 
 from loglinear.kernels import num_levels
 from loglinear.models.layers import inverse_softplus
-from loglinear.models.registry import Registry
+from loglinear.registry import Registry
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
 
-LAMBDA_PARAMS: Registry[type["LambdaParam"]] = Registry("lambda parameterisation")
+LAMBDA_PARAMS: Registry[type[LambdaParam]] = Registry("lambda parameterisation")
 
 _OPEN_UNIT = (0.05, 0.95)
 """Initial targets of the (0, 1)-valued parameterisations are clipped into this range."""
@@ -180,7 +180,7 @@ class LambdaHead(nn.Module):
         self.n_inputs = n_heads * n_distinct if self.param.data_dependent else 0
 
     @classmethod
-    def from_config(cls, cfg: "ModelConfig", n_heads: int) -> "LambdaHead":
+    def from_config(cls, cfg: ModelConfig, n_heads: int) -> LambdaHead:
         return cls(
             cfg.lambda_param, n_heads, cfg.lambda_levels,
             share_from=cfg.lambda_share_from_level, bias_init=cfg.lambda_bias_init,

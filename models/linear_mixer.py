@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class OperatorInputs:
-    """Inputs of the log-linear operator with or without the time axis: q, k (..., H, K), v (..., H, V), g, beta, sign (..., H)."""
+    """Inputs of the log-linear operator with or without the time axis: q, k (..., H, K), v (..., H, V),
+    g, beta, sign (..., H)."""
 
     q: Tensor
     k: Tensor
@@ -63,7 +64,7 @@ class LinearAttentionMixer(Mixer):
     """
 
     def __init__(
-        self, cfg: "ModelConfig", *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
+        self, cfg: ModelConfig, *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
         rest_widths: list[int], conv_bias: bool, signed_decay: bool, lambda_head: LambdaHead | None,
     ) -> None:
         super().__init__(cfg)

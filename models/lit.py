@@ -15,18 +15,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from loglinear.checks import check_int
 from loglinear.models.backbone import build_model
 from loglinear.models.config import ModelConfig
 from loglinear.models.optim import param_groups
+from loglinear.targets import IGNORE_INDEX
 
-IGNORE_INDEX = -100
+SOLVED = 0.99
+"""Validation accuracy strictly above which a task counts as solved (zoology, the paper): the default
+early-stopping threshold, and the report's "runs above" threshold."""
 
 
 @dataclass
@@ -59,8 +63,8 @@ class TrainConfig:
     min_lr_ratio: float = 0.1
     max_steps: int = 2000
     val_every: int = 100
-    early_stop_threshold: Optional[float] = 0.99
-    patience: Optional[int] = None
+    early_stop_threshold: float | None = SOLVED
+    patience: int | None = None
     grad_clip: float = 1.0
     precision: str = "auto"
     accelerator: str = "auto"
@@ -70,9 +74,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "val_every"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"train.{name} must be a positive int, got {value!r}")
+            check_int(f"train.{name}", getattr(self, name), minimum=1)
         if not self.lr > 0 or not math.isfinite(self.lr):
             raise ValueError(f"train.lr must be a positive number, got {self.lr!r}")
         if self.warmup_steps < 0:
@@ -90,18 +92,33 @@ class TrainConfig:
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
+@dataclass
+class MetricSums:
+    """Running sums of one group of evaluation examples (all of them, a slice value or an evaluation set).
+
+    Examples without a scored position are left out. `loss` is summed for the group of all examples only.
+    """
+
+    example_acc: float = 0.0  # sum of each example's accuracy over its scored positions
+    examples: float = 0.0
+    exact: float = 0.0  # examples with every scored position right
+    correct: float = 0.0  # scored positions right
+    scored: float = 0.0  # scored positions
+    loss: float = 0.0  # cross-entropy summed over scored positions
+
+
 class LitLanguageModel(L.LightningModule):
     """Trains a `build_model(model_cfg)` language model on scored positions only."""
 
-    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, set_names: Optional[dict[str, list[str]]] = None):
+    def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, set_names: dict[str, list[str]] | None = None):
         super().__init__()
         self.model_cfg, self.train_cfg = model_cfg, train_cfg
         self.model = build_model(model_cfg)
         self.set_names = set_names or {}  # stage -> names of its evaluation sets (the `eval_set` slice)
         self.diverged = False
-        self._sums: dict[str, list[float]] = {}
+        self._sums: dict[str, MetricSums] = {}  # "" (all examples), "/num_kv_pairs=8", "/set=<name>", ...
 
-    def forward(self, inputs: Tensor, score_mask: Optional[Tensor] = None) -> Tensor:
+    def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
         return self.model(inputs, score_mask)
 
     def shared_step(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
@@ -120,7 +137,7 @@ class LitLanguageModel(L.LightningModule):
         }
         return loss, counts
 
-    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Optional[Tensor]:
+    def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
         loss, counts = self.shared_step(batch)
         if not torch.isfinite(loss):
             self.diverged = True
@@ -161,22 +178,24 @@ class LitLanguageModel(L.LightningModule):
                 groups[f"/{name}={value}"] = values == value
         for suffix, member in groups.items():
             m = member & has_scores
-            sums = self._sums.setdefault(suffix, [0.0] * 6)
-            for i, x in enumerate((acc[m].sum(), m.sum(), exact[m].sum(), counts["correct"][m].sum(), counts["scored"][m].sum())):
-                sums[i] += float(x)
-        total = self._sums[""]
-        total[5] += float(loss) * float(counts["scored"].sum())
+            sums = self._sums.setdefault(suffix, MetricSums())
+            sums.example_acc += float(acc[m].sum())
+            sums.examples += float(m.sum())
+            sums.exact += float(exact[m].sum())
+            sums.correct += float(counts["correct"][m].sum())
+            sums.scored += float(counts["scored"][m].sum())
+        self._sums[""].loss += float(loss) * float(counts["scored"].sum())
 
     def _log_accumulated(self, stage: str) -> None:
         metrics = {}
-        for suffix, (acc, n, exact, correct, scored, loss) in sorted(self._sums.items()):
-            if n == 0:
+        for suffix, sums in sorted(self._sums.items()):
+            if sums.examples == 0:
                 continue
-            metrics[f"{stage}/acc{suffix}"] = acc / n
-            metrics[f"{stage}/acc_seq{suffix}"] = exact / n
+            metrics[f"{stage}/acc{suffix}"] = sums.example_acc / sums.examples
+            metrics[f"{stage}/acc_seq{suffix}"] = sums.exact / sums.examples
             if suffix == "":
-                metrics[f"{stage}/acc_token"] = correct / scored
-                metrics[f"{stage}/loss"] = loss / scored
+                metrics[f"{stage}/acc_token"] = sums.correct / sums.scored
+                metrics[f"{stage}/loss"] = sums.loss / sums.scored
         self._sums = {}
         headline = {k: metrics.pop(k) for k in [f"{stage}/acc"] if k in metrics}
         self.log_dict(headline, prog_bar=True)

@@ -21,25 +21,32 @@ from torch import Tensor
 from loglinear.models.gated_deltanet import GatedDeltaNet
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.mamba2 import Mamba2
-from loglinear.models.mixer import MIXERS
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
 
 
-@MIXERS.register("log_linear_mamba2")
 class LogLinearMamba2(Mamba2):
     """Mamba-2 whose state is the Fenwick hierarchy of num_levels(max_len) levels, read with lambda_t^(l) per head."""
 
-    def __init__(self, cfg: "ModelConfig") -> None:
-        super().__init__(cfg, lambda_head=LambdaHead.from_config(cfg, cfg.mamba2_heads))
+    name, display_name, base, log_linear = "log_linear_mamba2", "Log-Linear Mamba-2", Mamba2.name, True
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg, lambda_head=LambdaHead.from_config(cfg, self.num_heads(cfg)))
 
 
-@MIXERS.register("log_linear_gated_deltanet")
 class LogLinearGatedDeltaNet(GatedDeltaNet):
-    """Gated DeltaNet whose state is the Fenwick hierarchy of num_levels(max_len) levels, read with lambda_t^(l) per head."""
+    """Gated DeltaNet whose state is the Fenwick hierarchy of num_levels(max_len) levels, read with
+    lambda_t^(l) per head."""
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    name, display_name, base, log_linear = (
+        "log_linear_gated_deltanet",
+        "Log-Linear Gated DeltaNet",
+        GatedDeltaNet.name,
+        True,
+    )
+
+    def __init__(self, cfg: ModelConfig) -> None:
         if cfg.scale_lambda:
             head = ScaledLambdaHead.from_config(cfg, cfg.heads)
             head.scale = (cfg.d_model // cfg.heads) ** 0.5  # 1 / (the q scale K^-0.5)

@@ -12,7 +12,6 @@ from torch import Tensor, nn
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, inverse_softplus
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
-from loglinear.models.mixer import MIXERS
 from loglinear.models.signed_decay import signed_log_decay
 
 if TYPE_CHECKING:
@@ -35,7 +34,6 @@ def initial_A_log(n_heads: int) -> Tensor:
     return torch.empty(n_heads).uniform_(*A_RANGE).log()
 
 
-@MIXERS.register("mamba2")
 class Mamba2(LinearAttentionMixer):
     """Mamba-2 mixer with d_inner = expand * d_model, H = d_inner / head_dim heads, state dim N.
 
@@ -44,13 +42,15 @@ class Mamba2(LinearAttentionMixer):
         h_t = alpha_t h_{t-1} + (dt_t x_t) B_t^T,   y_t = h_t C_t + D x_t   (per head; B, C shared by heads)
         out = W_out rmsnorm(y * silu(z))
 
-    The recurrence is the operator with q = C, k = B, v = x * dt, g = dt * A (shared/NOTES.md
-    section 2). With `negative_eigenvalues` the decay is the signed alpha = 2 exp(dt * A) - 1 in
-    (-1, 1] (see signed_decay.py). A `lambda_head` (log_linear_mamba2) adds its columns to W_in.
+    The recurrence is the operator with q = C, k = B, v = x * dt, g = dt * A (docs/operator.md). With
+    `negative_eigenvalues` the decay is the signed alpha = 2 exp(dt * A) - 1 in (-1, 1] (see
+    signed_decay.py). A `lambda_head` (log_linear_mamba2) adds its columns to W_in.
     """
 
-    def __init__(self, cfg: "ModelConfig", lambda_head: LambdaHead | None = None) -> None:
-        self.d_inner, H, N = cfg.expand * cfg.d_model, cfg.mamba2_heads, cfg.state_dim
+    name, display_name = "mamba2", "Mamba-2"
+
+    def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
+        self.d_inner, H, N = cfg.expand * cfg.d_model, self.num_heads(cfg), cfg.state_dim
         super().__init__(
             cfg, n_heads=H, key_dim=N, value_dim=cfg.head_dim, conv_width=self.d_inner + 2 * N,
             rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
@@ -63,10 +63,16 @@ class Mamba2(LinearAttentionMixer):
         self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
 
     @classmethod
-    def check_config(cls, cfg: "ModelConfig") -> None:
+    def num_heads(cls, cfg: ModelConfig) -> int:
+        return cfg.expand * cfg.d_model // cfg.head_dim
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
         d_inner = cfg.expand * cfg.d_model
         if d_inner % cfg.head_dim:
-            raise ValueError(f"ModelConfig.head_dim={cfg.head_dim} must divide expand * d_model = {d_inner} (Mamba-2 heads)")
+            raise ValueError(
+                f"ModelConfig.head_dim={cfg.head_dim} must divide expand * d_model = {d_inner} (Mamba-2 heads)"
+            )
 
     def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
         x, B, C = conv_out.split([self.d_inner, self.key_dim, self.key_dim], dim=-1)

@@ -1,20 +1,16 @@
-"""The sequence-mixer interface and the `MIXERS` registry."""
+"""The sequence-mixer interface: what a mixer computes and what it says about itself."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
 from loglinear.models.lambda_params import LambdaHead, lambda_parameter_count
-from loglinear.models.registry import Registry
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
-
-MIXERS: Registry[type["Mixer"]] = Registry("mixer")
-
 
 class Mixer(nn.Module):
     """A causal sequence mixer (B, T, d_model) -> (B, T, d_model) that can also decode token by token.
@@ -22,15 +18,35 @@ class Mixer(nn.Module):
     `init_cache` returns the decoding state of a batch; `step(x_t, cache)` maps one token's hidden
     state (B, d_model) to its output and the updated cache (which may be the same object, changed
     in place). Stepping through a sequence reproduces `forward` on it.
+
+    Every mixer class also describes itself (mixers.py registers it under `name`; reports, benchmarks
+    and tests read these instead of keeping their own tables):
+    name:         the `model.mixer` value that selects it.
+    display_name: its row label in report tables ("Mamba-2").
+    base:         for a log-linear mixer, the `name` of the mixer it extends (the paired comparisons'
+                  baseline); None for a base mixer.
+    log_linear:   whether it reads a Fenwick level hierarchy with a lambda head (`model.lambda_param`
+                  applies to it).
+    num_heads(cfg): how many heads it has under a ModelConfig.
     """
 
-    def __init__(self, cfg: "ModelConfig") -> None:
+    name: ClassVar[str]
+    display_name: ClassVar[str]
+    base: ClassVar[str | None] = None
+    log_linear: ClassVar[bool] = False
+
+    def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.d_model = cfg.d_model
         self.lambda_head: LambdaHead | None = None  # the log-linear mixers' level weights
 
     @classmethod
-    def check_config(cls, cfg: "ModelConfig") -> None:
+    def num_heads(cls, cfg: ModelConfig) -> int:
+        """Heads of this mixer built from `cfg`."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_config(cls, cfg: ModelConfig) -> None:
         """Raise a ValueError naming the field when `cfg` cannot build this mixer."""
 
     def forward(self, x: Tensor) -> Tensor:

@@ -3,7 +3,7 @@
 The operator takes g = log alpha with alpha in (0, 1]. A signed alpha_t factors as s_t |alpha_t|;
 with prefix products S_t = prod_{i<=t} s_i, the decay between key s and query t is
 prod_{s<i<=t} alpha_i = S_t S_s exp(G_t - G_s), so scaling q_t by S_t and k_s by S_s and passing
-g = log|alpha| is exact (shared/SPEC.md section 2), also for the delta rule (k k^T is unchanged)
+g = log|alpha| is exact (docs/operator.md), also for the delta rule (k k^T is unchanged)
 and for every lambda (the sign factors out of each level's block).
 """
 
@@ -31,7 +31,9 @@ def signed_log_decay(a: Tensor) -> tuple[Tensor, Tensor]:
     return g, sign
 
 
-def apply_sign_prefix(q: Tensor, k: Tensor, sign: Tensor, initial: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def apply_sign_prefix(
+    q: Tensor, k: Tensor, sign: Tensor, initial: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """q_t * S_t and k_t * S_t with S_t = initial * prod_{i<=t} sign_i.
 
     q, k (B, T, H, K); sign (B, T, H) in {-1, +1}; initial (B, H) the running product before the

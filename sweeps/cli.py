@@ -1,4 +1,5 @@
-"""`loglinear sweep run | status | report | wandb`: grids of runs from a spec (configs/sweeps/*.yaml; format in sweeps/spec.py)."""
+"""`loglinear sweep run | status | report | wandb`: grids of runs from a spec (configs/sweeps/*.yaml;
+format in sweeps/spec.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loglinear.checks import int_option
 from loglinear.sweeps.config import ConfigError
 
 if TYPE_CHECKING:
@@ -56,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a sweep (skips finished runs, resumes interrupted ones), then report")
     run.add_argument("spec", help="sweep spec YAML (e.g. configs/sweeps/demo_cpu.yaml)")
     run.add_argument("--out", help="output folder (default: sweeps_out/<name>)")
-    run.add_argument("--workers", type=_positive_int, help="runs at a time (default: one per GPU, else one per CPU core); "
-                     "with submitit: the array's parallelism")
+    run.add_argument("--workers", type=int_option(1),
+                     help="runs at a time (default: one per GPU, else one per CPU core); "
+                          "with submitit: the array's parallelism")
     run.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
     run.add_argument("--launcher", choices=("local", "submitit"), default="local",
                      help="local processes (default), or a Slurm job array through submitit")
@@ -82,13 +85,6 @@ def _parser() -> argparse.ArgumentParser:
     wandb.add_argument("--out", help="output folder of the runs (default: sweeps_out/<name>)")
     wandb.set_defaults(command=_wandb)
     return parser
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -122,16 +118,16 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     _print_report(out)
     if unfinished:
-        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish (see {out}/table.md)", file=sys.stderr)
+        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish (see {out}/table.md)",
+              file=sys.stderr)
         return 1
     return 0
 
 
 def _status(args: argparse.Namespace) -> int:
     from loglinear.sweeps.manifest import read_manifest
-    from loglinear.sweeps.status import format_status, sweep_status
-
     from loglinear.sweeps.slurm import SlurmError
+    from loglinear.sweeps.status import format_status, sweep_status
 
     out = Path(args.dir)
     try:
@@ -177,9 +173,12 @@ def _wandb(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else default_out(spec)
     path = write_wandb_sweep(spec, out)
     write_manifest(out, spec, runs)
-    print(f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). Start the sweep, then one agent per GPU or machine, "
-          f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
-          f"When they are done: loglinear sweep report {out}")
+    print(
+        f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). "
+        "Start the sweep, then one agent per GPU or machine, "
+        f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
+        f"When they are done: loglinear sweep report {out}"
+    )
     return 0
 
 
@@ -193,5 +192,5 @@ def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
     shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
     print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished")
     print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
-    for run, status in zip(runs, statuses):
+    for run, status in zip(runs, statuses, strict=True):
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")

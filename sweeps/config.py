@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -40,8 +40,8 @@ class WandbConfig:
 
     mode: str = "offline"
     project: str = "loglinear"
-    entity: Optional[str] = None
-    group: Optional[str] = None
+    entity: str | None = None
+    group: str | None = None
 
 
 @dataclass
@@ -67,10 +67,13 @@ class RunConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig)
 
 
-def _find(path: str, beside: Optional[Path]) -> Path:
+def find_config_file(path: str, beside: Path | None, skip: Path | None = None) -> Path:
+    """A config file named on the command line or in a file: in the folder `beside` (the file that names
+    it), then in the working directory, then in configs/; never `skip` (a sweep spec may share its
+    preset's name). Not found: a ConfigError naming every folder looked in."""
     candidates = ([beside / path] if beside else []) + [Path(path), CONFIGS_DIR / path]
     for candidate in candidates:
-        if candidate.is_file():
+        if candidate.is_file() and not (skip and candidate.resolve() == skip.resolve()):
             return candidate
     raise ConfigError(f"config file {path!r} not found (looked in {', '.join(str(c.parent) for c in candidates)})")
 
@@ -90,21 +93,21 @@ def load_mapping(path: Path, what: str) -> DictConfig:
     return loaded
 
 
-def _load_groups(cfg: DictConfig, beside: Optional[Path]) -> DictConfig:
+def _load_groups(cfg: DictConfig, beside: Path | None) -> DictConfig:
     """Replace group values that are paths of YAML files by the files' contents."""
     for group in GROUPS:
         value = cfg.get(group) if group in cfg else None
         if isinstance(value, str):
-            cfg[group] = load_mapping(_find(value, beside), f"a {group} group file")
+            cfg[group] = load_mapping(find_config_file(value, beside), f"a {group} group file")
     return cfg
 
 
-def user_config(preset: Optional[str | Path], overrides: Sequence[str] = (), base: Optional[Mapping] = None) -> DictConfig:
+def user_config(preset: str | Path | None, overrides: Sequence[str] = (), base: Mapping | None = None) -> DictConfig:
     """The keys the user gave (preset, then `base`, then `key=value` overrides), unchecked."""
     try:
         cfg = OmegaConf.create({})
         if preset is not None:
-            path = _find(str(preset), None)
+            path = find_config_file(str(preset), None)
             cfg = OmegaConf.merge(cfg, _load_groups(load_mapping(path, "a run preset"), path.parent))
         if base:
             cfg = OmegaConf.merge(cfg, _load_groups(OmegaConf.create(dict(base)), None))
@@ -157,7 +160,9 @@ def resolve(user: DictConfig) -> RunConfig:
     return cfg
 
 
-def load_run_config(preset: Optional[str | Path] = None, overrides: Sequence[str] = (), base: Optional[Mapping] = None) -> RunConfig:
+def load_run_config(
+    preset: str | Path | None = None, overrides: Sequence[str] = (), base: Mapping | None = None
+) -> RunConfig:
     return resolve(user_config(preset, overrides, base))
 
 

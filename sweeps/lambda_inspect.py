@@ -24,16 +24,23 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import torch
 from omegaconf import OmegaConf
 
+from loglinear.checks import int_option
+from loglinear.models import MIXERS
 from loglinear.models.lambda_levels import (
-    QUANTILES, LevelRow, LevelStatistics, capture_lambda, effective_weights, lambda_heads, level_output_norms,
+    QUANTILES,
+    LevelRow,
+    LevelStatistics,
+    capture_lambda,
+    effective_weights,
+    lambda_heads,
+    level_output_norms,
 )
-from loglinear.sweeps.config import ConfigError, RunConfig, resolve
 from loglinear.sweeps.checkpoints import LAST
+from loglinear.sweeps.config import ConfigError, RunConfig, resolve
 from loglinear.sweeps.results import is_log_linear
 from loglinear.sweeps.train import CONFIG, read_result
 
@@ -56,7 +63,7 @@ class Inspection:
     mixer: str
     lambda_param: str
     rows: list[LevelRow]
-    val_accuracy: Optional[float]
+    val_accuracy: float | None
     written: list[Path]
 
     @property
@@ -86,7 +93,7 @@ def pick_device(device: str) -> torch.device:
 
 
 def inspect_run(
-    run_dir: str | Path, device: str = "auto", max_batches: Optional[int] = None,
+    run_dir: str | Path, device: str = "auto", max_batches: int | None = None,
     probe_sequences: int = PROBE_SEQUENCES, plot: bool = True,
 ) -> Inspection:
     """Measure lambda per level on the run's validation data; write lambda_levels.csv (and .png) into run_dir."""
@@ -96,11 +103,13 @@ def inspect_run(
     run_dir = Path(run_dir)
     cfg = read_run_config(run_dir)
     if not is_log_linear(cfg.model.mixer):
-        raise InspectError(f"{run_dir} is a {cfg.model.mixer} run: only log-linear mixers have lambda "
-                           "(log_linear_mamba2, log_linear_gated_deltanet)")
+        log_linear = ", ".join(name for name, mixer in MIXERS.items() if mixer.log_linear)
+        raise InspectError(f"{run_dir} is a {cfg.model.mixer} run: only log-linear mixers have lambda ({log_linear})")
     checkpoint = run_dir / CHECKPOINT
     if not checkpoint.is_file():
-        raise InspectError(f"{checkpoint} not found: the run has not validated yet (a checkpoint is saved at each validation)")
+        raise InspectError(
+            f"{checkpoint} not found: the run has not validated yet (a checkpoint is saved at each validation)"
+        )
     where = pick_device(device)
     module = LitLanguageModel(cfg.model, cfg.train)
     state = torch.load(checkpoint, map_location=where, weights_only=True)
@@ -117,13 +126,13 @@ def inspect_run(
     write_csv(inspection.rows, run_dir / LEVELS_CSV)
     inspection.written.append(run_dir / LEVELS_CSV)
     if plot:
-        from loglinear.sweeps.lambda_plots import save, run_figure
+        from loglinear.sweeps.lambda_plots import run_figure, save
 
         inspection.written.append(save(run_figure(inspection.rows, inspection.title), run_dir / LEVELS_PNG))
     return inspection
 
 
-def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: Optional[int] = None,
+def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: int | None = None,
             probe_sequences: int = PROBE_SEQUENCES) -> LevelStatistics:
     """Lambda per level of `model` over `batches` ({"inputs": (B, T)} dicts); effective weights on the first
     `probe_sequences` sequences of each sequence length."""
@@ -148,7 +157,7 @@ def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: 
         seq_len = inputs.shape[1]
         n_probe = max(0, min(probe_sequences - probed.get(seq_len, 0), inputs.shape[0]))
         probed[seq_len] = probed.get(seq_len, 0) + n_probe
-        for layer, (lam, mixer) in enumerate(zip(captured, mixers)):
+        for layer, (lam, mixer) in enumerate(zip(captured, mixers, strict=True)):
             stats.add(layer, lam[0])
             if n_probe:
                 norms = level_output_norms(mixer, mixer_inputs[layer][:n_probe])
@@ -184,7 +193,7 @@ def read_csv(path: Path) -> list[LevelRow]:
         names = CSV_HEADER[6:-2]
         return [
             LevelRow(int(d["layer"]), int(d["head"]), int(d["level"]), int(d["tokens"]), float(d["mean"]),
-                     float(d["std"]), {q: float(d[name]) for q, name in zip(QUANTILES, names)},
+                     float(d["std"]), {q: float(d[name]) for q, name in zip(QUANTILES, names, strict=True)},
                      float(d["effective_mean"]) if d["effective_mean"] else float("nan"), int(d["effective_tokens"]))
             for d in reader
         ]
@@ -204,9 +213,10 @@ def inspect_main(argv: Sequence[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run's out_dir (holding config.yaml and last.ckpt)")
     parser.add_argument("--device", default="auto", help="auto (CUDA if available), cpu, cuda or cuda:N")
-    parser.add_argument("--batches", type=_positive_int, default=None, help="validation batches to read (default: all)")
-    parser.add_argument("--probe-sequences", type=_non_negative_int, default=PROBE_SEQUENCES,
-                        help=f"sequences of each length the effective weights are measured on (default {PROBE_SEQUENCES}; 0: none)")
+    parser.add_argument("--batches", type=int_option(1), default=None, help="validation batches to read (default: all)")
+    parser.add_argument("--probe-sequences", type=int_option(0), default=PROBE_SEQUENCES,
+                        help="sequences of each length the effective weights are measured on "
+                             f"(default {PROBE_SEQUENCES}; 0: none)")
     try:
         args = parser.parse_args(list(argv))
     except SystemExit as e:
@@ -219,20 +229,6 @@ def inspect_main(argv: Sequence[str]) -> int:
     print(summary(inspection))
     print(f"wrote {', '.join(str(p) for p in inspection.written)}", file=sys.stderr)
     return 0
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
 
 
 def summary(inspection: Inspection) -> str:

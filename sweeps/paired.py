@@ -17,14 +17,26 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from loglinear.sweeps.results import (
-    DEFAULT_LAMBDA, HEADERS, MIXER_NAMES, Cell, Record, Sweep, base_mixer, is_log_linear, mean_std, mixer_rank,
+    DEFAULT_LAMBDA,
+    HEADERS,
+    Cell,
+    Record,
+    Sweep,
+    base_mixer,
+    display_name,
+    is_log_linear,
+    mean_std,
+    mixer_rank,
     selected_cells,
 )
 
-COLUMNS = ("cell", "mixer", "baseline", "n_pairs", "mean_diff", "ci_low", "ci_high", "wins", "losses", "left_out", "significant")
+COLUMNS = (
+    "cell", "mixer", "baseline", "n_pairs", "mean_diff", "ci_low", "ci_high", "wins", "losses", "left_out",
+    "significant",
+)
 LEVEL = 0.95
 MINUS = "\u2212"
 
@@ -43,18 +55,18 @@ class Pairing:
     baseline_label: str
     diffs: dict[tuple[Any, ...], float] = field(default_factory=dict)
     left_out: list[tuple[Any, ...]] = field(default_factory=list)
-    reason: Optional[str] = None
+    reason: str | None = None
 
     @property
     def n_pairs(self) -> int:
         return len(self.diffs)
 
     @property
-    def mean_diff(self) -> Optional[float]:
+    def mean_diff(self) -> float | None:
         return mean_std(list(self.diffs.values()))[0] if self.diffs else None
 
     @property
-    def interval(self) -> Optional[tuple[float, float]]:
+    def interval(self) -> tuple[float, float] | None:
         """The 95% t-interval of the mean difference (None for fewer than 2 pairs)."""
         if self.n_pairs < 2:
             return None
@@ -93,7 +105,8 @@ class Pairing:
         verdict = "significant" if self.significant else ("one pair: no interval" if ci is None else "not significant")
         text = f"{head}: {_signed(self.mean_diff)} points{interval}, {self.wins} of {self.n_pairs} seeds ({verdict})"  # type: ignore[arg-type]
         if self.left_out:
-            text += f"; {len(self.left_out)} seed(s) left out, without a result on one side: {', '.join(map(_seed_text, self.left_out))}"
+            seeds = ", ".join(map(_seed_text, self.left_out))
+            text += f"; {len(self.left_out)} seed(s) left out, without a result on one side: {seeds}"
         return text
 
 
@@ -133,7 +146,7 @@ def unpairable_reason(sweep: Sweep) -> str:
 def cell_name(sweep: Sweep, rest: tuple[str, ...], d_model: int) -> str:
     """`d_model=16`, with the cell's other row keys first: `task=parity, eigenvalues=[-1, 1], d_model=64`."""
     keys = sweep.table_keys[1:]
-    parts = [f"{HEADERS.get(k, k.rsplit('.', 1)[-1])}={v}" for k, v in zip(keys, rest)]
+    parts = [f"{HEADERS.get(k, k.rsplit('.', 1)[-1])}={v}" for k, v in zip(keys, rest, strict=True)]
     return ", ".join([*parts, f"d_model={d_model}"])
 
 
@@ -200,7 +213,8 @@ def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell) -> Pai
         seeds = [r.seed for r in side.runs]
         repeated = sorted({s for s in seeds if seeds.count(s) > 1}, key=str)
         if repeated:
-            pairing.reason = f"{label} has several runs with seed {_seed_text(repeated[0])}: the cell's runs differ in a key that is not a row key"
+            pairing.reason = (f"{label} has several runs with seed {_seed_text(repeated[0])}: "
+                              "the cell's runs differ in a key that is not a row key")
             return pairing
         sides.append({r.seed: r.test_score for r in side.runs})
     ours, theirs = sides
@@ -219,11 +233,11 @@ def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell) -> Pai
 def _label(mixer: str, cell: Cell) -> str:
     """Display name: `Log-Linear Mamba-2`, or `Log-Linear Mamba-2 (λ sigmoid)` for a λ comparison."""
     name, _, lam = mixer.partition("[")
-    label = MIXER_NAMES.get(name, name)
+    label = display_name(name)
     return f"{label} (λ {lam.rstrip(']')})" if lam else label
 
 
-def _seeds_text(side: dict[tuple[Any, ...], Optional[float]]) -> str:
+def _seeds_text(side: dict[tuple[Any, ...], float | None]) -> str:
     finished = [_seed_text(s) for s, v in side.items() if v is not None]
     return "{" + ", ".join(finished) + "}"
 
@@ -237,5 +251,5 @@ def _signed(value: float) -> str:
     return f"{value:+.1f}".replace("-", MINUS)
 
 
-def _round(value: Optional[float]) -> Optional[float]:
+def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 6)

@@ -15,44 +15,47 @@ import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
+from loglinear.models import MIXERS, ModelConfig
+from loglinear.models.lit import SOLVED
 from loglinear.sweeps.config import GROUPS
 from loglinear.sweeps.manifest import read_manifest, result_of
 from loglinear.sweeps.train import FINISHED
 
-MIXER_NAMES = {
-    "attention": "Transformer",
-    "mamba2": "Mamba-2",
-    "log_linear_mamba2": "Log-Linear Mamba-2",
-    "gated_deltanet": "Gated DeltaNet",
-    "log_linear_gated_deltanet": "Log-Linear Gated DeltaNet",
-}
-"""Display names, in the paper's row order."""
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
 SEED_KEYS = ("train.seed", "data.seed")
-DEFAULT_LAMBDA = "softplus"
+DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
-THRESHOLD = 0.99
+THRESHOLD = SOLVED
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
-LOG_LINEAR_PREFIX = "log_linear_"
-
-
 def is_log_linear(mixer: str) -> bool:
-    return mixer.startswith(LOG_LINEAR_PREFIX)
+    return mixer in MIXERS and MIXERS[mixer].log_linear
+
+
+def table_order() -> list[str]:
+    """The mixers in the paper's row order: each base mixer (in `MIXERS` order) followed by the
+    log-linear mixers that extend it."""
+    bases = [name for name, mixer in MIXERS.items() if mixer.base is None]
+    return [name for base in bases for name, mixer in MIXERS.items() if base in (name, mixer.base)]
 
 
 def mixer_rank(mixer: str) -> int:
-    """Position of a mixer in the paper's row order (unknown mixers last)."""
-    names = list(MIXER_NAMES)
+    """Position of a mixer in `table_order()` (unknown mixers last)."""
+    names = table_order()
     return names.index(mixer) if mixer in names else len(names)
 
 
-def base_mixer(mixer: str) -> str:
-    """The mixer a log-linear mixer extends: log_linear_mamba2 -> mamba2."""
-    return mixer[len(LOG_LINEAR_PREFIX):]
+def base_mixer(mixer: str) -> str | None:
+    """The mixer a log-linear mixer extends (log_linear_mamba2 -> mamba2); None for a base mixer."""
+    return MIXERS[mixer].base if mixer in MIXERS else None
+
+
+def display_name(mixer: str) -> str:
+    """A mixer's row label in tables ("Mamba-2"); an unknown name stands for itself."""
+    return MIXERS[mixer].display_name if mixer in MIXERS else mixer
 
 
 def lookup(config: dict[str, Any], key: str) -> Any:
@@ -81,7 +84,7 @@ class Record:
         return self.result.get("status", "failed") if self.result else "missing"
 
     @property
-    def val_score(self) -> Optional[float]:
+    def val_score(self) -> float | None:
         """Validation accuracy of the final weights (selection); 0 if diverged, None if not finished.
         Results without `final_val` fall back to the best validation accuracy."""
         if self.status not in FINISHED:
@@ -93,7 +96,7 @@ class Record:
         return None if value is None else float(value)
 
     @property
-    def test_score(self) -> Optional[float]:
+    def test_score(self) -> float | None:
         """Test accuracy of the final weights (the report); 0 if diverged, None if not finished or not tested."""
         if self.status not in FINISHED:
             return None
@@ -112,7 +115,7 @@ class Record:
         return tuple(self.get(k) for k in SEED_KEYS)
 
     @property
-    def lambda_param(self) -> Optional[str]:
+    def lambda_param(self) -> str | None:
         """The λ parameterisation of a log-linear run, None for the other mixers."""
         return str(self.get(LAMBDA_KEY) or DEFAULT_LAMBDA) if is_log_linear(self.mixer) else None
 
@@ -155,9 +158,9 @@ class Sweep:
         return [k for k in self.row_keys if k != LAMBDA_KEY]
 
     def table_row(self, record: Record) -> tuple[str, ...]:
-        return tuple(label for key, label in zip(self.row_keys, record.row) if key != LAMBDA_KEY)
+        return tuple(label for key, label in zip(self.row_keys, record.row, strict=True) if key != LAMBDA_KEY)
 
-    def cells(self) -> dict[Hashable, "Cell"]:
+    def cells(self) -> dict[Hashable, Cell]:
         """The main table's cells: {(table row, d_model): Cell} under the selection protocol."""
         return selected_cells(self.records, lambda r: (self.table_row(r), r.d_model))
 
@@ -175,7 +178,7 @@ def load_sweep(out: str | Path) -> Sweep:
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
-    records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row)), r.d_model, r.lr))
+    records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
     return Sweep(manifest["name"], out, records, keys)
 
 
@@ -197,7 +200,7 @@ def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
 def _label(key: str, record: Record) -> str:
     value = record.get(key)
     if key == MIXER_KEY:
-        return MIXER_NAMES.get(str(value), str(value))
+        return display_name(str(value))
     if key == LAMBDA_KEY and not is_log_linear(record.mixer):
         return "-"
     if key == "model.negative_eigenvalues":
@@ -213,7 +216,7 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
     for i, key in enumerate(keys):
         seen = list(dict.fromkeys(r.row[i] for r in records))
         if key == MIXER_KEY:
-            known = [n for n in MIXER_NAMES.values() if n in seen]
+            known = [n for n in map(display_name, table_order()) if n in seen]
             seen = known + [s for s in seen if s not in known]
         orders[key] = seen
     return orders
@@ -225,8 +228,8 @@ class Cell:
 
     `candidates` is how many configurations the selection compared."""
 
-    lr: Optional[float]
-    lambda_param: Optional[str]
+    lr: float | None
+    lambda_param: str | None
     runs: list[Record]
     candidates: int = 1
 
@@ -253,7 +256,7 @@ class Cell:
         return sum(v > THRESHOLD for v in self.values)
 
     @property
-    def median_steps(self) -> Optional[float]:
+    def median_steps(self) -> float | None:
         """Median over the cell's runs of the steps to the validation threshold, counting a run that never
         reached it as infinitely many (inf when at least half never did); None without runs."""
         if not self.runs:
@@ -266,7 +269,7 @@ class Cell:
         return steps[middle] if len(steps) % 2 else (steps[middle - 1] + steps[middle]) / 2
 
 
-def mean_std(values: list[float]) -> tuple[float, Optional[float]]:
+def mean_std(values: list[float]) -> tuple[float, float | None]:
     """Mean and sample standard deviation (None for fewer than two values)."""
     mean = sum(values) / len(values)
     if len(values) < 2:

@@ -35,12 +35,20 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from loglinear.sweeps.config import CONFIGS_DIR, GROUPS, ConfigError, RunConfig, load_mapping, load_run_config
+from loglinear.sweeps.config import (
+    CONFIGS_DIR,
+    GROUPS,
+    ConfigError,
+    RunConfig,
+    find_config_file,
+    load_mapping,
+    load_run_config,
+)
 
 SPEC_KEYS = ("name", "base", "grid", "zip")
 ID_EXCLUDED = ("out_dir", "logger")
@@ -59,8 +67,8 @@ class SweepSpec:
     group files (and `preset`) are already paths that `loglinear train` finds from the working directory."""
 
     name: str
-    path: Optional[Path] = None
-    preset: Optional[str] = None
+    path: Path | None = None
+    preset: str | None = None
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     zip: list[dict[str, list[Any]]] = field(default_factory=list)
@@ -107,7 +115,7 @@ def load_spec(path: str | Path) -> SweepSpec:
     return parse_spec(raw, path)
 
 
-def parse_spec(raw: Any, path: Optional[Path] = None) -> SweepSpec:
+def parse_spec(raw: Any, path: Path | None = None) -> SweepSpec:
     """Check a spec given as a mapping (`path`, if any, locates relative files and names the spec in errors)."""
     try:
         return _parse_spec(raw, path)
@@ -115,7 +123,7 @@ def parse_spec(raw: Any, path: Optional[Path] = None) -> SweepSpec:
         raise SpecError(f"{path or 'sweep spec'}: {e}") from None
 
 
-def _parse_spec(raw: Any, path: Optional[Path]) -> SweepSpec:
+def _parse_spec(raw: Any, path: Path | None) -> SweepSpec:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"must be a mapping with keys {', '.join(SPEC_KEYS)}")
     unknown = [k for k in raw if k not in SPEC_KEYS]
@@ -167,7 +175,7 @@ def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
     axes: list[list[dict[str, Any]]] = [[{key: v} for v in values] for key, values in spec.grid.items()]
     for group in spec.zip:
         keys = list(group)
-        axes.append([dict(zip(keys, row)) for row in zip(*group.values())])
+        axes.append([dict(zip(keys, row, strict=True)) for row in zip(*group.values(), strict=True)])
     for combination in itertools.product(*axes):
         point: dict[str, Any] = {}
         for part in combination:
@@ -193,7 +201,9 @@ def expand(spec: SweepSpec) -> list[Run]:
             raise SpecError(f"{where}: run {describe(point)}: {e}") from None
         rid = run_id(cfg)
         if rid in seen:
-            raise SpecError(f"{where}: runs {describe(seen[rid])} and {describe(point)} resolve to the same configuration")
+            raise SpecError(
+                f"{where}: runs {describe(seen[rid])} and {describe(point)} resolve to the same configuration"
+            )
         seen[rid] = point
         runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg))
     return runs
@@ -253,7 +263,7 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, float) and a != a:
         return b != b
     return a == b
@@ -285,20 +295,19 @@ def _check_disjoint(varied: list[str]) -> None:
                 raise ConfigError(f"{key} and {other} overlap: vary one key of a group, or the group file alone")
 
 
-def _group_file(key: str, value: Any, spec: Optional[Path]) -> Any:
+def _group_file(key: str, value: Any, spec: Path | None) -> Any:
     """A group given as a file: its path as `loglinear train` will find it (see `_find_file`)."""
     return _find_file(value, spec) if key in GROUPS and isinstance(value, str) else value
 
 
-def _find_file(path: str, spec: Optional[Path]) -> str:
-    """Find a file beside the spec (never the spec itself: a spec may share its preset's name), then in
-    the working directory, then in configs/; return the shortest of `path`, its path under configs/
-    and its absolute path that `loglinear train` (working directory, then configs/) finds as the same file."""
-    candidates = ([spec.parent / path] if spec else []) + [Path(path), CONFIGS_DIR / path]
-    found = next((c.resolve() for c in candidates if c.is_file() and not (spec and c.resolve() == spec.resolve())), None)
-    if found is None:
-        raise ConfigError(f"file {path!r} not found (looked in {', '.join(str(c.parent) for c in candidates)})")
-    forms = [path] + ([str(found.relative_to(CONFIGS_DIR.resolve()))] if found.is_relative_to(CONFIGS_DIR.resolve()) else [])
+def _find_file(path: str, spec: Path | None) -> str:
+    """Find a file as `find_config_file` does (beside the spec, never the spec itself); return the
+    shortest of `path`, its path under configs/ and its absolute path that `loglinear train` (working
+    directory, then configs/) finds as the same file."""
+    found = find_config_file(path, spec.parent if spec else None, skip=spec).resolve()
+    forms = [path] + (
+        [str(found.relative_to(CONFIGS_DIR.resolve()))] if found.is_relative_to(CONFIGS_DIR.resolve()) else []
+    )
     for form in forms:
         seen_by_train = next((c for c in (Path(form), CONFIGS_DIR / form) if c.is_file()), None)
         if seen_by_train is not None and seen_by_train.resolve() == found:

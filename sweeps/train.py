@@ -31,7 +31,7 @@ import traceback
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from omegaconf import OmegaConf
@@ -49,7 +49,7 @@ CONFIG = "config.yaml"
 LOCK = ".lock"
 
 
-def read_result(out_dir: str | Path) -> Optional[dict[str, Any]]:
+def read_result(out_dir: str | Path) -> dict[str, Any] | None:
     """The run's result.json, or None when it has none; an unreadable one is a ValueError naming it."""
     path = Path(out_dir) / RESULT
     if not path.is_file():
@@ -86,8 +86,11 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any]:
     config_path = out / CONFIG
-    if config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg)) and _has_progress(out):
-        raise ConfigError(f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir")
+    other = config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg))
+    if other and _has_progress(out):
+        raise ConfigError(
+            f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir"
+        )
     try:
         previous = read_result(out)
     except ValueError as e:
@@ -116,7 +119,9 @@ def _load_config(path: Path) -> dict[str, Any]:
     try:
         config = OmegaConf.to_container(OmegaConf.load(path))
     except Exception as e:
-        raise ConfigError(f"{path} cannot be read ({type(e).__name__}); move the folder aside or use a new out_dir") from None
+        raise ConfigError(
+            f"{path} cannot be read ({type(e).__name__}); move the folder aside or use a new out_dir"
+        ) from None
     return config if isinstance(config, dict) else {}
 
 
@@ -174,7 +179,8 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     metrics = MetricsFile(out, keep_rows=_metrics_rows(resume))
     L.seed_everything(cfg.train.seed, workers=True, verbose=False)
     datamodule = SyntheticDataModule(cfg.data)
-    module = LitLanguageModel(cfg.model, cfg.train, {"val": datamodule.val_set_names, "test": datamodule.test_set_names})
+    set_names = {"val": datamodule.val_set_names, "test": datamodule.test_set_names}
+    module = LitLanguageModel(cfg.model, cfg.train, set_names)
     threshold = cfg.train.early_stop_threshold
     tracker = RunTracker(threshold, metrics)
     callbacks: list[Any] = [
@@ -247,7 +253,7 @@ def _trainer(cfg: RunConfig, out: Path, metrics: Any, callbacks: list[Any], quie
     )
 
 
-def _metrics_rows(resume: Optional[Resume]) -> int:
+def _metrics_rows(resume: Resume | None) -> int:
     """How many metrics.csv rows the checkpoint's run had written (0 for a fresh start)."""
     if resume is None:
         return 0

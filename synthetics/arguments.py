@@ -1,20 +1,15 @@
-"""Argument checks shared by the tasks: each error names the argument, the bound and the value."""
+"""Argument checks shared by the tasks: each error names the argument, the bound and the value.
+
+`check_int` is the package-wide integer check (loglinear/checks.py), imported here for the tasks."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+from loglinear.checks import check_int
 
-def check_int(name: str, value: object, *, minimum: int | None = None, maximum: int | None = None) -> int:
-    """`value` as an int, or ValueError naming `name` and the bound it breaks (bools are refused)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return value
+__all__ = ["check_bool", "check_even", "check_float", "check_int", "check_int_or_ints"]
 
 
 def check_even(name: str, value: int) -> int:

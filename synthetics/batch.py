@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
-IGNORE_INDEX = -100
-"""Target value of positions that are not scored (PyTorch's cross-entropy default)."""
+from loglinear.targets import IGNORE_INDEX
+
+__all__ = ["IGNORE_INDEX", "Batch"]
 
 
 @dataclass(frozen=True)

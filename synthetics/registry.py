@@ -1,10 +1,11 @@
-"""The task registry: `TASKS` (name -> class) and `get_task(name, **kwargs)`."""
+"""The task registry: `TASKS` (name -> class, a `Registry`) and `get_task(name, **kwargs)`."""
 
 from __future__ import annotations
 
 import inspect
 from typing import Any
 
+from loglinear.registry import Registry
 from loglinear.synthetics.cycle_nav import CycleNavigation
 from loglinear.synthetics.flip_flop import FlipFlop
 from loglinear.synthetics.mod_arith import ModularArithmetic, ModularArithmeticBrackets
@@ -18,9 +19,9 @@ from loglinear.synthetics.word_problems import (
     S5WordProblem,
 )
 
-TASKS: dict[str, type[Task]] = {
-    cls.name: cls
-    for cls in (
+TASKS: Registry[type[Task]] = Registry(
+    "task",
+    ((cls.name, cls) for cls in (
         MQAR,
         Parity,
         CycleNavigation,
@@ -31,13 +32,13 @@ TASKS: dict[str, type[Task]] = {
         A5WordProblem,
         S5TranspositionsWordProblem,
         FlipFlop,
-    )
-}
+    )),
+)
 
 
 def task_arguments(name: str) -> dict[str, inspect.Parameter]:
     """The keyword arguments task `name` accepts (its constructor's parameters)."""
-    cls = _task_class(name)
+    cls = TASKS[name]
     return {k: p for k, p in inspect.signature(cls.__init__).parameters.items() if k != "self"}
 
 
@@ -52,9 +53,3 @@ def get_task(name: str, **kwargs: Any) -> Task:
     if missing:
         raise ValueError(f"task {name!r} needs argument(s) {missing} (no default, on purpose: say it explicitly)")
     return TASKS[name](**kwargs)
-
-
-def _task_class(name: str) -> type[Task]:
-    if name not in TASKS:
-        raise ValueError(f"unknown task {name!r}; valid: {sorted(TASKS)}")
-    return TASKS[name]

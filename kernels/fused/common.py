@@ -7,34 +7,29 @@ tensors are stored (B, H, N, ...).
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 
 import torch
 import triton
 import triton.language as tl
 from torch import Tensor
 
-_poison = False
+from loglinear.kernels.switch import Switch
+
+_POISON = Switch(False)
 
 
-@contextlib.contextmanager
-def poison_outputs() -> Iterator[None]:
+def poison_outputs() -> AbstractContextManager[None]:
     """Inside this block, kernel outputs and scratch start as NaN instead of uninitialised memory.
 
     A kernel that forgets to write an element then shows it as NaN in the result (tests use this).
     """
-    global _poison
-    previous, _poison = _poison, True
-    try:
-        yield
-    finally:
-        _poison = previous
+    return _POISON.set(True)
 
 
 def alloc(*shape: int, like: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
     """An output buffer the kernels write in full: uninitialised, or NaN inside `poison_outputs()`."""
-    if _poison:
+    if _POISON:
         return torch.full(shape, float("nan"), dtype=dtype, device=like.device)
     return torch.empty(shape, dtype=dtype, device=like.device)
 
@@ -71,12 +66,20 @@ def slot_rows(b, i, shift_ptr, T, C: tl.constexpr):
 
 
 LEVEL_OF_LIMIT = 256
+
+
+def check_chunk_size(C: int) -> None:
+    """The fused kernels' chunk-size contract: a power of two from 16 (tl.dot's minimum) to LEVEL_OF_LIMIT."""
+    if not (16 <= C <= LEVEL_OF_LIMIT and C & (C - 1) == 0):
+        raise ValueError(f"the fused kernels take chunks of 16 to LEVEL_OF_LIMIT = {LEVEL_OF_LIMIT} tokens (a power "
+                         f"of two; level_of covers XORs below it), got {C}")
 """`level_of` covers slot XORs below this, so a chunk holds at most this many tokens."""
 
 
 @triton.jit
 def level_of(x):
-    """bit_length(x) for 0 <= x < LEVEL_OF_LIMIT (256) (an int tensor): the Fenwick level of two slots whose XOR is x."""
+    """bit_length(x) for 0 <= x < LEVEL_OF_LIMIT (256) (an int tensor): the Fenwick level of two slots
+    whose XOR is x."""
     lvl = tl.zeros_like(x)
     for j in tl.static_range(8):
         lvl = tl.where(x >= (1 << j), j + 1, lvl)

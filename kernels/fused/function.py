@@ -19,12 +19,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
-from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
 from loglinear.kernels.fused.common import LEVEL_OF_LIMIT
-from loglinear.kernels.fused.delta_prep import MAX_C, MAX_K, delta_prep
+from loglinear.kernels.fused.delta_prep import MAX_C, delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
+from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.variant import Variant
 
 MIN_CHUNK = 16  # tl.dot needs blocks of at least 16
 
@@ -49,9 +50,14 @@ class _FusedCore(torch.autograd.Function):
         q, k, G, A, R, Kd, trans, v, lam, Hs, slots = ctx.saved_tensors
         layout, L = ctx.layout, ctx.L
         do = do.contiguous()
-        dfinal = torch.zeros(v.shape[0], v.shape[2], L, v.shape[3], R.shape[-1], device=v.device) if dfinal is None else dfinal.contiguous()
+        if dfinal is None:
+            dfinal = torch.zeros(v.shape[0], v.shape[2], L, v.shape[3], R.shape[-1], device=v.device)
+        else:
+            dfinal = dfinal.contiguous()
         through_A, dv, dlam_intra = intra_backward(q, k, G, A, v, lam, do, layout)
-        dR, dKd, dtrans, dlam_inter = scan_backward(R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout)
+        dR, dKd, dtrans, dlam_inter = scan_backward(
+            R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout
+        )
         dq = dk = dG = dA = dlam = None
         if A is None:
             dq, dk, dG = through_A
@@ -64,18 +70,18 @@ class _FusedCore(torch.autograd.Function):
 
 
 def fused_log_linear_attn(
-    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None,
+    q: Tensor, k: Tensor, v: Tensor, g: Tensor, lam: Tensor | None, beta: Tensor | None, variant: Variant,
     state: LogLinearState | None, out_levels: int, chunk_size: int,
 ) -> tuple[Tensor, LogLinearState]:
-    """The operator on the fused kernels: inputs (B, T, H|HK, *), lam with `out_levels` levels or None."""
+    """The operator on the fused kernels: inputs (B, T, H|HK, *), lam with `out_levels` levels or None;
+    `beta` (B, T, H) is read for the delta rule only (K <= MAX_K, checked at the operator's entry)."""
+    delta = variant is Variant.DELTA_RULE
     B, T, H, V = v.shape
     dev = v.device
     # chunks are at most LEVEL_OF_LIMIT long (the in-kernel level computation), MAX_C for the delta rule's
     # preparation: a smaller chunk changes nothing but rounding
     chunk_size = min(chunk_size, LEVEL_OF_LIMIT)
-    if beta is not None:
-        if q.shape[-1] > MAX_K:
-            raise ValueError(f"impl='triton' with beta supports K <= {MAX_K}, got K={q.shape[-1]}; use impl='chunk'")
+    if delta:
         chunk_size = min(chunk_size, MAX_C)
     C = max(MIN_CHUNK, min(chunk_size, 1 << (T - 1).bit_length()))
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
@@ -86,7 +92,7 @@ def fused_log_linear_attn(
     # 1. preparation
     G = layout.chunk_cumsum(g)  # (B, H, N*C)
     G_end = G.reshape(B, H, layout.N, C)[..., -1]  # (B, H, N)
-    if beta is None:
+    if not delta:
         G_tok = layout.from_chunks(G)  # (B, T, H)
         chunk_of = (torch.arange(T, device=dev)[None, :] + layout.shift[:, None].long()) // C  # (B, T)
         G_end_tok = G_end.gather(2, chunk_of[:, None, :].expand(-1, H, -1)).transpose(1, 2)  # (B, T, H)
@@ -100,16 +106,19 @@ def fused_log_linear_attn(
 
     # 2. the fused core
     L = out_levels
-    o, final = _FusedCore.apply(*core_in, R, Kd, trans, v, lam, layout, L)
+    o, final = _FusedCore.apply(*core_in, R, Kd, trans, v, lam, layout, L)  # delta rule: A given, q, k, G None
 
     # 3. the initial state
     if state is not None:
-        o_init, final_init = _initial_state_terms(state, R, G_end if beta is None else trans, lam, layout, L)
+        o_init, final_init = _initial_state_terms(state, R, trans if delta else G_end, variant, lam, layout, L)
         o, final = o + o_init, final + final_init
     return o, LogLinearState(final, p0 + T)
 
 
-def _initial_state_terms(state: LogLinearState, R: Tensor, trans: Tensor, lam: Tensor | None, layout: ChunkLayout, L: int):
+def _initial_state_terms(
+    state: LogLinearState, R: Tensor, trans: Tensor, variant: Variant, lam: Tensor | None, layout: ChunkLayout,
+    L: int,
+):
     """What an initial state adds: to o (B, T, H, V), and to the final state (B, H, L, V, K).
 
     trans: the chunks' log decays G_end (B, H, N) (Mamba-2) or transitions P (B, H, N, K, K) (delta rule).
@@ -118,7 +127,7 @@ def _initial_state_terms(state: LogLinearState, R: Tensor, trans: Tensor, lam: T
     B, H, L0, V, K = E.shape
     N, C = layout.N, layout.C
     # prefix products of the chunk transitions: M_i moves a state from the sequence start to chunk i's start
-    if trans.dim() == 3:
+    if variant is Variant.SCALAR_DECAY:
         before = (trans.cumsum(-1) - trans).exp()  # (B, H, N) decay up to each chunk's start
         total = trans.sum(-1).exp()[:, :, None, None, None]  # (B, H, 1, 1, 1)
         Rm = layout.to_chunks(R).reshape(B, H, N, C, K) * before[..., None, None]  # (B, H, N, C, K)

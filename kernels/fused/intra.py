@@ -14,13 +14,22 @@ import triton.language as tl
 from torch import Tensor
 
 from loglinear.kernels.fused.common import (
-    alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+    alloc,
+    check_chunk_size,
+    dot_precision,
+    level_of,
+    num_warps,
+    pow2,
+    slot_rows,
+    token_tile,
 )
 from loglinear.kernels.layout import ChunkLayout
 
 
 @triton.jit
-def _qk_scores(q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr):
+def _qk_scores(
+    q_ptr, k_ptr, G_ptr, b, h, i, t, valid, T, H, HK, N, K, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr
+):
     """A_ts = (q_t . k_s) exp(G_t - G_s) on s <= t (C, C), the chunk's G (C,), and the decay mask MS (C, C)."""
     r = tl.arange(0, C)
     hk = h // (H // HK)
@@ -56,7 +65,8 @@ def _lam_mask(lam_ptr, b, h, t, valid, T, H, L, NL, C: tl.constexpr):
     lev = tl.minimum(level_of(r[:, None] ^ r[None, :]), L - 1)  # (C, C)
     M = tl.zeros((C, C), dtype=tl.float32)
     for l in range(0, NL):
-        lam_l = tl.load(lam_ptr + ((b * T + t).to(tl.int64) * H + h) * L + l, mask=valid, other=0.0).to(tl.float32)  # (C,)
+        lam_off = ((b * T + t).to(tl.int64) * H + h) * L + l
+        lam_l = tl.load(lam_ptr + lam_off, mask=valid, other=0.0).to(tl.float32)  # (C,)
         M = tl.where(lev == l, lam_l[:, None], M)
     return M, lev
 
@@ -148,7 +158,9 @@ def _blocks(K: int, V: int) -> tuple[int, int]:
 
 
 def intra_forward(q, k, G, A, v: Tensor, lam: Tensor | None, layout: ChunkLayout) -> Tensor:
-    """o (B, T, H, V) float32, the intra-chunk term; pass q, k, G (qk mode) or A (A mode)."""
+    """o (B, T, H, V) float32, the intra-chunk term; pass q, k, G (qk mode: the scalar decay) or A (A mode:
+    the delta rule's intra matrix from delta_prep)."""
+    check_chunk_size(layout.C)
     B, T, H, V = v.shape
     qk_mode = A is None
     K = q.shape[-1] if qk_mode else 0

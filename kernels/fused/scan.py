@@ -24,7 +24,13 @@ import triton.language as tl
 from torch import Tensor
 
 from loglinear.kernels.fused.common import (
-    alloc, dot_precision, level_of, num_warps, pow2, slot_rows, token_tile,
+    alloc,
+    dot_precision,
+    level_of,
+    num_warps,
+    pow2,
+    slot_rows,
+    token_tile,
 )
 from loglinear.kernels.layout import ChunkLayout
 
@@ -136,7 +142,8 @@ def scan_fwd_kernel(
                 tl.store(F_base + l * V * K + vk, Fl, mask=vk_mask)
             if HAS_LAM:
                 for m in range(1, LC):
-                    tl.store(F_base + (LOG_C + m) * V * K + vk, tl.load(S_base + m * V * K + vk, mask=vk_mask, other=0.0), mask=vk_mask)
+                    bucket = tl.load(S_base + m * V * K + vk, mask=vk_mask, other=0.0)
+                    tl.store(F_base + (LOG_C + m) * V * K + vk, bucket, mask=vk_mask)
 
 
 @triton.jit
@@ -190,7 +197,8 @@ def scan_bwd_kernel(
                 dKd_acc += tl.where(rows, tl.dot(vb, dFl, input_precision=PREC), 0.0)
             if HAS_LAM:
                 for m in range(1, LC):
-                    tl.store(dS_base + m * V * K + vk, tl.load(dF_base + (LOG_C + m) * V * K + vk, mask=vk_mask, other=0.0), mask=vk_mask)
+                    dbucket = tl.load(dF_base + (LOG_C + m) * V * K + vk, mask=vk_mask, other=0.0)
+                    tl.store(dS_base + m * V * K + vk, dbucket, mask=vk_mask)
             else:
                 tl.store(dS_base + vk, tl.load(dF_base + vk, mask=vk_mask, other=0.0), mask=vk_mask)
             tl.debug_barrier()
@@ -206,7 +214,8 @@ def scan_bwd_kernel(
         for m in range(0, LC):
             if _is_read(I, m, HAS_LAM):
                 slot = tl.load(slot_ptr + (b * N + i) * LC + m)
-                S = tl.load(Hs_ptr + (bh * NS + slot).to(tl.int64) * V * K + vk, mask=vk_mask, other=0.0)  # (BV, BK) before the move
+                # (BV, BK) before the move
+                S = tl.load(Hs_ptr + (bh * NS + slot).to(tl.int64) * V * K + vk, mask=vk_mask, other=0.0)
                 dS = tl.load(dS_base + m * V * K + vk, mask=vk_mask, other=0.0)  # adjoint after the move
                 if MATRIX:
                     dtr += tl.dot(tl.trans(S), dS, input_precision=PREC)
@@ -216,7 +225,8 @@ def scan_bwd_kernel(
                     dS = dS * a
                 dRS = tl.dot(do, S, input_precision=PREC)  # (C, BK)
                 if HAS_LAM:
-                    w = tl.load(lam_ptr + ((b * T + t).to(tl.int64) * H + h) * L + LOG_C + m, mask=valid, other=0.0).to(tl.float32)
+                    lam_off = ((b * T + t).to(tl.int64) * H + h) * L + LOG_C + m
+                    w = tl.load(lam_ptr + lam_off, mask=valid, other=0.0).to(tl.float32)
                     dS += tl.dot(tl.trans(do), Rq * w[:, None], input_precision=PREC)
                     dR_acc += dRS * w[:, None]
                     dl = tl.sum(dRS * Rq, axis=1)  # (C,)
@@ -226,7 +236,8 @@ def scan_bwd_kernel(
                     dR_acc += dRS
                 tl.store(dS_base + m * V * K + vk, dS, mask=vk_mask)
             elif HAS_LAM:
-                tl.store(dlam_ptr + (((pv * B + b) * T + t).to(tl.int64) * H + h) * LC + m, tl.zeros((C,), dtype=tl.float32), mask=valid)
+                dlam_off = (((pv * B + b) * T + t).to(tl.int64) * H + h) * LC + m
+                tl.store(dlam_ptr + dlam_off, tl.zeros((C,), dtype=tl.float32), mask=valid)
         tl.debug_barrier()
         # 1'. back through the merge: every merged bucket receives the merged bucket's adjoint
         if HAS_LAM:

@@ -22,14 +22,13 @@ class Inputs:
     def args(self) -> tuple:
         return self.q, self.k, self.v, self.g, self.lam, self.beta
 
-    def slice(self, start: int, stop: int) -> "Inputs":
-        cut = lambda x: None if x is None else x[:, start:stop]  # noqa: E731
-        return Inputs(*(cut(x) for x in self.args()))
+    def slice(self, start: int, stop: int) -> Inputs:
+        return Inputs(*(None if x is None else x[:, start:stop] for x in self.args()))
 
     def at(self, t: int) -> tuple:
         return tuple(None if x is None else x[:, t] for x in self.args())
 
-    def requires_grad_(self) -> "Inputs":
+    def requires_grad_(self) -> Inputs:
         for x in self.args():
             if x is not None:
                 x.requires_grad_(True)
@@ -42,14 +41,20 @@ def make_inputs(
 ) -> Inputs:
     """Random well-conditioned inputs: unit-norm keys, decays in (e^-1, 1], positive lambdas."""
     gen = torch.Generator().manual_seed(seed)
-    rand = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+
+    def rand(*shape: int) -> Tensor:
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
     k = rand(B, T, H, K)
     k = k / k.norm(dim=-1, keepdim=True)
     L = num_levels(offset + T) + extra_levels
     lam = torch.rand(B, T, H, L, generator=gen, dtype=torch.float64) + 0.1 if levels else None
     beta = beta_max * torch.rand(B, T, H, generator=gen, dtype=torch.float64) if delta else None
     g = -torch.rand(B, T, H, generator=gen, dtype=torch.float64)
-    cast = lambda x: None if x is None else x.to(dtype)  # noqa: E731
+
+    def cast(x: Tensor | None) -> Tensor | None:
+        return None if x is None else x.to(dtype)
+
     return Inputs(cast(rand(B, T, H, K) / K**0.5), cast(k), cast(rand(B, T, H, V)), cast(g), cast(lam), cast(beta))
 
 

@@ -16,7 +16,7 @@ from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_s
 from loglinear.kernels.api import _resolve_impl
 
 pytest.importorskip("triton")
-from loglinear.kernels.fused.common import poison_outputs  # noqa: E402
+from loglinear.kernels.fused.common import poison_outputs  # noqa: E402  (after the importorskip)
 
 TOL = 2e-5  # float32 kernels against the float64 reference, relative to the reference's norm
 
@@ -28,7 +28,10 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 def make(B, T, H, HK, K, V, *, delta, levels=True, offset=0, seed=0, state_levels=None):
     """float64 inputs (q/k with HK heads), and an initial state at positions `offset` (int or list) if given."""
     gen = torch.Generator().manual_seed(seed)
-    rand = lambda *s: torch.randn(*s, generator=gen, dtype=torch.float64)  # noqa: E731
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float64)
+
     offsets = [offset] * B if isinstance(offset, int) else offset
     L = num_levels(max(offsets) + T)
     k = rand(B, T, HK, K)

@@ -9,9 +9,9 @@ from torch import Tensor
 
 pytest.importorskip("triton")
 
-from loglinear.kernels.fused.common import poison_outputs  # noqa: E402
-from loglinear.kernels.layout import ChunkLayout  # noqa: E402
-from loglinear.kernels.fused.delta_prep import delta_prep  # noqa: E402
+from loglinear.kernels.fused.common import poison_outputs  # noqa: E402  (after the importorskip)
+from loglinear.kernels.fused.delta_prep import delta_prep  # noqa: E402  (after the importorskip)
+from loglinear.kernels.layout import ChunkLayout  # noqa: E402  (after the importorskip)
 
 # CPU tensors run in Triton's interpreter (tests/conftest.py); with a GPU the same checks run compiled.
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -81,7 +81,7 @@ def check(p0, C, q, k, G, beta, tol, used=(0, 1, 2, 3), seed=1):
         outs = delta_prep(*inputs, ChunkLayout.build(p0.to(DEVICE), T, C))
     ref_inputs = [x.detach().cpu().double().requires_grad_() for x in (q, k, G, beta)]
     refs = oracle(*ref_inputs, ChunkLayout.build(p0, T, C))
-    for name, out, ref in zip(("A", "R", "Kd", "P"), outs, refs):
+    for name, out, ref in zip(("A", "R", "Kd", "P"), outs, refs, strict=True):
         assert out.dtype == torch.float32 and out.shape == ref.shape, name
         assert not out.isnan().any(), f"{name}: unwritten elements"
         assert rel(out, ref) < tol, (name, rel(out, ref))
@@ -90,7 +90,7 @@ def check(p0, C, q, k, G, beta, tol, used=(0, 1, 2, 3), seed=1):
     ups = [torch.randn(r.shape, generator=gen, dtype=torch.float64) for r in refs]
     grads = torch.autograd.grad([outs[j] for j in used], inputs, [ups[j].to(DEVICE, torch.float32) for j in used])
     ref_grads = torch.autograd.grad([refs[j] for j in used], ref_inputs, [ups[j] for j in used], allow_unused=True)
-    for name, x, grad, ref in zip(("q", "k", "G", "beta"), inputs, grads, ref_grads):
+    for name, x, grad, ref in zip(("q", "k", "G", "beta"), inputs, grads, ref_grads, strict=True):
         ref = torch.zeros(x.shape, dtype=torch.float64) if ref is None else ref  # P does not depend on q
         assert grad.dtype == x.dtype and grad.shape == x.shape, name
         assert rel(grad, ref) < tol, (name, rel(grad, ref))

@@ -24,7 +24,7 @@ from loglinear.kernels import LogLinearState, log_linear_attn, num_levels
 from .helpers import make_inputs
 
 pytest.importorskip("triton")
-from loglinear.kernels.fused.common import poison_outputs  # noqa: E402
+from loglinear.kernels.fused.common import poison_outputs  # noqa: E402  (after the importorskip)
 
 DEVICE = "cuda"
 B, H, CHUNK = 2, 4, 64
@@ -112,11 +112,14 @@ def run(p: Problem, impl: str, *, grads: bool = True) -> dict[str, torch.Tensor]
     here (independently of the operator's own GQA handling). The triton run is poisoned.
     """
     ref = impl == "chunk"
-    cast = (lambda t: t.double()) if ref else (lambda t: t)  # noqa: E731
-    leaves = {n: cast(t).detach().clone().requires_grad_(grads) for n, t in p.inputs.items() if t is not None}
+
+    def leaf(t: torch.Tensor) -> torch.Tensor:
+        return (t.double() if ref else t).detach().clone().requires_grad_(grads)
+
+    leaves = {n: leaf(t) for n, t in p.inputs.items() if t is not None}
     state = None
     if p.levels0 is not None:
-        leaves["initial_state.levels"] = cast(p.levels0).detach().clone().requires_grad_(grads)
+        leaves["initial_state.levels"] = leaf(p.levels0)
         state = LogLinearState(leaves["initial_state.levels"], p.position.clone())
     q, k = leaves["q"], leaves["k"]
     if ref:

@@ -1,5 +1,7 @@
 """States: prefill + decode and prefill in pieces reproduce one full pass, from any implementation."""
 
+import itertools
+
 import pytest
 import torch
 
@@ -26,7 +28,9 @@ def test_prefill_then_decode_equals_full_pass(prefill_impl, delta, levels):
     x = make_inputs(2, T, 2, 5, 3, delta=delta, levels=levels, seed=5)
     o_full, s_full = log_linear_attn(*x.args(), impl="naive", output_final_state=True)
     for cut in (1, 16, 33):
-        o_pre, state = log_linear_attn(*x.slice(0, cut).args(), impl=prefill_impl, output_final_state=True, chunk_size=8)
+        o_pre, state = log_linear_attn(
+            *x.slice(0, cut).args(), impl=prefill_impl, output_final_state=True, chunk_size=8
+        )
         o_dec, state = decode(x, cut, T, state)
         assert rel_err(torch.cat([o_pre, o_dec], 1), o_full) < 1e-10
         assert rel_err(state.levels, s_full.levels) < 1e-10
@@ -49,7 +53,7 @@ def test_prefill_in_pieces_across_implementations(impl, delta):
     o_full, s_full = log_linear_attn(*x.args(), impl="naive", output_final_state=True)
     cuts = [0, 5, 6, 64, 99, T]
     state, outputs = None, []
-    for i, (a, b) in enumerate(zip(cuts, cuts[1:])):
+    for i, (a, b) in enumerate(itertools.pairwise(cuts)):
         piece_impl = IMPLS[(IMPLS.index(impl) + i) % 3]  # hand the state from one implementation to the next
         o, state = log_linear_attn(
             *x.slice(a, b).args(), impl=piece_impl, initial_state=state, output_final_state=True, chunk_size=16
@@ -74,7 +78,9 @@ def test_sequences_at_different_positions_in_one_batch(impl, delta):
         states.append(s)
         expected.append((o_full[:, cut : cut + 40], xb.slice(cut, cut + 40)))
     state = LogLinearState(torch.cat([s.levels for s in states]), torch.cat([s.position for s in states]))
-    rest = type(x)(*(None if t is None else torch.cat([e[1].args()[i] for e in expected]) for i, t in enumerate(x.args())))
+    rest = type(x)(
+        *(None if t is None else torch.cat([e[1].args()[i] for e in expected]) for i, t in enumerate(x.args()))
+    )
     o, final = log_linear_attn(*rest.args(), impl=impl, initial_state=state, output_final_state=True, chunk_size=16)
     assert rel_err(o, torch.cat([e[0] for e in expected])) < 1e-10
     assert final.position.tolist() == [cuts[0] + 40, cuts[1] + 40]
@@ -139,8 +145,8 @@ def test_low_precision_inputs_accumulate_in_float32(impl, dtype):
     assert o_step.dtype == dtype and s_step.levels.dtype == torch.float32
 
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import given, settings  # noqa: E402  (the property tests below need hypothesis)
+from hypothesis import strategies as st  # noqa: E402  (the property tests below need hypothesis)
 
 
 @settings(max_examples=30)
@@ -160,8 +166,8 @@ def test_fuzz_continuing_from_states_at_any_positions(cuts, T, log_chunk, delta,
         rest.append(xb.slice(cut, cut + T))
         expected.append(o_full[b : b + 1, cut : cut + T])
     L = max(s.levels.shape[2] for s in states)
-    pad = lambda s: torch.nn.functional.pad(s.levels, (0, 0, 0, 0, 0, L - s.levels.shape[2]))  # noqa: E731
-    state = LogLinearState(torch.cat([pad(s) for s in states]), torch.cat([s.position for s in states]))
+    padded = [torch.nn.functional.pad(s.levels, (0, 0, 0, 0, 0, L - s.levels.shape[2])) for s in states]
+    state = LogLinearState(torch.cat(padded), torch.cat([s.position for s in states]))
     xr = type(x)(*(None if t is None else torch.cat([r.args()[i] for r in rest]) for i, t in enumerate(x.args())))
     for impl in IMPLS:
         o, _ = log_linear_attn(*xr.args(), impl=impl, initial_state=state, chunk_size=2**log_chunk)

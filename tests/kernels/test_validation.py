@@ -28,7 +28,11 @@ def call(x, **overrides):
         ("v", lambda x: x.v[:, :9], r"v must have shape \(B, T, H, V\) = \(2, 10, 3, 5\), got \(2, 9, 3, 5\)"),
         ("v", lambda x: x.v[..., 0], r"v must have shape \(B, T, H, V\)"),
         ("g", lambda x: x.g[..., None], r"g must have shape \(B, T, H\) = \(2, 10, 3\), got \(2, 10, 3, 1\)"),
-        ("lam", lambda x: x.lam[:, :, :2], r"lam must have shape \(B, T, H, L\) = \(2, 10, 3, 5\), got \(2, 10, 2, 5\)"),
+        (
+            "lam",
+            lambda x: x.lam[:, :, :2],
+            r"lam must have shape \(B, T, H, L\) = \(2, 10, 3, 5\), got \(2, 10, 2, 5\)",
+        ),
         ("beta", lambda x: x.beta[:1], r"beta must have shape \(B, T, H\) = \(2, 10, 3\), got \(1, 10, 3\)"),
         ("q", lambda x: x.q[:, :0], r"T >= 1"),
         ("v", lambda x: x.v[:, :, :2], r"v has 2 heads, which is not a multiple of q's 3"),
@@ -115,3 +119,31 @@ def test_step_shape_errors_use_step_letters(x):
     q, k, v, g, lam, beta = x.at(0)
     with pytest.raises(ValueError, match=r"k must have shape \(B, H, K\) = \(2, 3, 4\), got \(2, 3, 2\)"):
         log_linear_attn_step(q, k[..., :2], v, g, lam, beta)
+
+
+def test_every_implementation_states_its_contract():
+    from loglinear.kernels import IMPLS
+
+    for name, implementation in IMPLS.items():
+        assert all([implementation.dtypes, implementation.grouped_heads, implementation.chunk_sizes,
+                    implementation.states]), name
+    assert [name for name, i in IMPLS.items() if i.reads_grouped_heads] == ["triton"]
+
+
+def test_triton_limits_are_checked_at_the_entry():
+    pytest.importorskip("triton")
+    wide = make_inputs(1, 4, 1, 129, 2, delta=True, dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"impl='triton' with beta supports K <= 128, got K=129"):
+        call(wide, impl="triton")
+    with pytest.raises(TypeError, match="float64 inputs need impl='chunk'"):
+        call(make_inputs(1, 4, 1, 2, 2, delta=False), impl="triton")
+
+
+@pytest.mark.parametrize("C", [8, 24, 512])
+def test_fused_chunk_size_contract(C):
+    pytest.importorskip("triton")
+    from loglinear.kernels.fused.common import check_chunk_size
+
+    with pytest.raises(ValueError, match=f"16 to LEVEL_OF_LIMIT = 256 tokens .* got {C}"):
+        check_chunk_size(C)
+    check_chunk_size(256)

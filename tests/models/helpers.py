@@ -1,5 +1,9 @@
-LOG_LINEAR = ("log_linear_mamba2", "log_linear_gated_deltanet")
-BASE_OF = {"log_linear_mamba2": "mamba2", "log_linear_gated_deltanet": "gated_deltanet"}
+from loglinear.models import MIXERS
+
+LOG_LINEAR = tuple(name for name, mixer in MIXERS.items() if mixer.log_linear)
+BASE_OF = {name: MIXERS[name].base for name in LOG_LINEAR}
+LINEAR = tuple(name for name in MIXERS if name != "attention")
+"""The mixers that call the log-linear operator (every one but softmax attention)."""
 
 
 def rel_err(a, b) -> float:

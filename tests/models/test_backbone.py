@@ -6,7 +6,7 @@ import torch
 from loglinear.models import MIXERS, ModelConfig, build_model, no_weight_decay, param_groups
 from loglinear.models.lambda_params import LambdaParam
 
-from .helpers import LOG_LINEAR
+from .helpers import BASE_OF, LOG_LINEAR
 
 # Parameter counts at the paper's MQAR sizes (vocab 8192, 2 layers, no MLP, tied head, max_len 256:
 # 9 lambda levels), as printed by test_paper_mqar_sizes_build_and_report (-s to see them):
@@ -81,12 +81,27 @@ def test_param_groups_exempt_norms_biases_embeddings_ssm_and_lambda(tiny):
     decay_names = {names[id(p)] for p in decay["params"]}
     assert not exempt_names & decay_names
     assert exempt_names | decay_names == set(names.values())
-    for suffix in ("A_log", "dt_bias", "D", "conv.bias", "norm.weight", "lambda_head.param.scale", "lambda_head.param.bias"):
+    for suffix in (
+        "A_log",
+        "dt_bias",
+        "D",
+        "conv.bias",
+        "norm.weight",
+        "lambda_head.param.scale",
+        "lambda_head.param.bias",
+    ):
         assert f"blocks.0.mixer.{suffix}" in exempt_names, suffix
     assert "embedding.weight" in exempt_names and "blocks.1.mixer_norm.weight" in exempt_names
     assert decay_names == {
-        f"blocks.{i}.{n}" for i in range(2)
-        for n in ("mixer.in_proj.weight", "mixer.conv.weight", "mixer.out_proj.weight", "mlp.w_in.weight", "mlp.w_out.weight")
+        f"blocks.{i}.{n}"
+        for i in range(2)
+        for n in (
+            "mixer.in_proj.weight",
+            "mixer.conv.weight",
+            "mixer.out_proj.weight",
+            "mlp.w_in.weight",
+            "mlp.w_out.weight",
+        )
     }
     lambda_params = {id(p) for m in model.modules() if isinstance(m, LambdaParam) for p in m.parameters()}
     assert lambda_params and lambda_params <= no_weight_decay(model)
@@ -113,7 +128,7 @@ def test_paper_mqar_sizes_build_and_report(d_model, capsys):
     assert gdn.n_heads == (1 if d_model == 16 else 2)
     m2 = build_model(ModelConfig(mixer="mamba2", **base)).blocks[0].mixer
     assert (m2.key_dim, m2.value_dim, m2.n_heads) == (16, 16, 2 * d_model // 16)
-    for mixer, base_mixer in zip(LOG_LINEAR, ("mamba2", "gated_deltanet")):
+    for mixer, base_mixer in BASE_OF.items():
         r = reports[mixer]
         assert r.total - r.lambda_heads == reports[base_mixer].total  # the head is the only difference
         assert 0 < r.overhead_vs_model_pct < 2

@@ -33,13 +33,16 @@ def test_defaults_build_and_run(mixer, d_model):
         (dict(mixer="mamba3"), r"ModelConfig.mixer: unknown mixer 'mamba3'; valid: attention"),
         (dict(lambda_param="relu"), r"ModelConfig.lambda_param: .*'relu'; valid: softplus, bounded"),
         (dict(lambda_bias_init="big"), r"ModelConfig.lambda_bias_init"),
-        (dict(mixer="attention", d_model=64, attention_heads=3), r"ModelConfig.d_model=64 is not divisible by attention_heads=3"),
-        (dict(mixer="gated_deltanet", d_model=64, deltanet_heads=5), r"ModelConfig.d_model=64 is not divisible by deltanet_heads=5"),
-        (dict(mixer="attention", d_model=48, attention_heads=16), r"ModelConfig.attention_heads=16 .* odd attention head dim 3"),
+        (dict(mixer="attention", d_model=64, attention_heads=3),
+         r"ModelConfig.d_model=64 is not divisible by attention_heads=3"),
+        (dict(mixer="gated_deltanet", d_model=64, deltanet_heads=5),
+         r"ModelConfig.d_model=64 is not divisible by deltanet_heads=5"),
+        (dict(mixer="attention", d_model=48, attention_heads=16),
+         r"ModelConfig.attention_heads=16 .* odd attention head dim 3"),
         (dict(mixer="mamba2", d_model=24, head_dim=32), r"ModelConfig.head_dim=32 must divide expand \* d_model = 48"),
-        (dict(d_model=0), r"ModelConfig.d_model must be a positive int"),
-        (dict(attention_heads=0), r"ModelConfig.attention_heads must be a positive int"),
-        (dict(deltanet_heads=-1), r"ModelConfig.deltanet_heads must be a positive int"),
+        (dict(d_model=0), r"ModelConfig.d_model must be >= 1, got 0"),
+        (dict(attention_heads=0), r"ModelConfig.attention_heads must be >= 1, got 0"),
+        (dict(deltanet_heads=-1), r"ModelConfig.deltanet_heads must be >= 1, got -1"),
         (dict(vocab_size=1), r"ModelConfig.vocab_size"),
         (dict(impl="cuda"), r"ModelConfig.impl: unknown impl 'cuda'; valid: auto, naive"),
         (dict(chunk_size=48), r"ModelConfig.chunk_size must be a power of two"),
@@ -59,7 +62,8 @@ def test_build_model_accepts_mappings_and_rejects_unknown_keys():
 
 
 def test_omegaconf_structured_config_round_trip():
-    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), OmegaConf.from_dotlist(["mixer=log_linear_mamba2", "d_model=32"]))
+    overrides = OmegaConf.from_dotlist(["mixer=log_linear_mamba2", "d_model=32"])
+    cfg = OmegaConf.merge(OmegaConf.structured(ModelConfig), overrides)
     model = build_model(cfg)
     assert model.cfg == ModelConfig(mixer="log_linear_mamba2", d_model=32)
     with pytest.raises(ValueError, match="ModelConfig.mixer"):
@@ -67,7 +71,21 @@ def test_omegaconf_structured_config_round_trip():
 
 
 def test_default_heads():
-    heads = lambda mixer, d: ModelConfig(mixer=mixer, d_model=d).heads  # noqa: E731
+    def heads(mixer: str, d: int) -> int:
+        return ModelConfig(mixer=mixer, d_model=d).heads
+
     assert [heads("gated_deltanet", d) for d in (16, 32, 64, 256, 512)] == [1, 2, 2, 2, 4]
     assert [heads("attention", d) for d in (16, 64, 128, 512)] == [1, 1, 2, 8]
-    assert ModelConfig(mixer="mamba2", d_model=64).mamba2_heads == 8  # expand 2, head dim 16
+    assert ModelConfig(mixer="mamba2", d_model=64).heads == 8  # expand 2, head dim 16
+
+
+def test_mixers_describe_themselves():
+    assert MIXERS.names() == ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet"]
+    assert [m.display_name for _, m in MIXERS.items()] == [
+        "Transformer", "Mamba-2", "Gated DeltaNet", "Log-Linear Mamba-2", "Log-Linear Gated DeltaNet",
+    ]
+    for name, mixer in MIXERS.items():
+        assert mixer.name == name
+        assert mixer.log_linear == (mixer.base is not None)
+        if mixer.log_linear:
+            assert issubclass(mixer, MIXERS[mixer.base])

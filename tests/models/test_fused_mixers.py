@@ -8,13 +8,13 @@ import torch
 
 from loglinear.models import ModelConfig, build_model
 
-pytest.importorskip("triton")
+from .helpers import LINEAR
 
-LINEAR_MIXERS = ["mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet"]
+pytest.importorskip("triton")
 
 
 @pytest.mark.parametrize("negative_eigenvalues", [False, True], ids=["positive", "negative_eig"])
-@pytest.mark.parametrize("mixer", LINEAR_MIXERS)
+@pytest.mark.parametrize("mixer", LINEAR)
 def test_fused_impl_matches_chunk(mixer, negative_eigenvalues):
     logits, grads = {}, {}
     for impl in ("chunk", "triton"):

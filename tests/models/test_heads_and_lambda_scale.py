@@ -16,7 +16,8 @@ OPERATOR = {name: getattr(linear_mixer, name) for name in ("log_linear_attn", "l
 def test_each_mixer_reads_only_its_own_head_count(d_model, deltanet):
     for mixer in ("gated_deltanet", "log_linear_gated_deltanet"):
         assert ModelConfig(mixer=mixer, d_model=d_model, attention_heads=4).heads == deltanet
-        assert ModelConfig(mixer=mixer, d_model=d_model, attention_heads=4, deltanet_heads=d_model // 16).heads == d_model // 16
+        explicit = ModelConfig(mixer=mixer, d_model=d_model, attention_heads=4, deltanet_heads=d_model // 16)
+        assert explicit.heads == d_model // 16
     assert ModelConfig(mixer="attention", d_model=d_model, deltanet_heads=1).heads == max(1, d_model // 64)
     assert ModelConfig(mixer="attention", d_model=d_model, attention_heads=2, deltanet_heads=1).heads == 2
 
@@ -37,7 +38,9 @@ def _operator_calls(monkeypatch, model, inputs):
         model(inputs)
         mixer = model.blocks[0].mixer
         cache = mixer.init_cache(inputs.shape[0], 8, device=inputs.device, dtype=torch.float64)
-        x = torch.randn(inputs.shape[0], 3, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+        x = torch.randn(
+            inputs.shape[0], 3, model.cfg.d_model, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
+        )
         for t in range(3):
             _, cache = mixer.step(x[:, t], cache)
     return calls
@@ -45,9 +48,13 @@ def _operator_calls(monkeypatch, model, inputs):
 
 @pytest.mark.parametrize("d_model, deltanet_heads", [(16, None), (32, None), (32, 4)])
 def test_lambda_scale_changes_only_the_lambda_scale(tiny, monkeypatch, d_model, deltanet_heads):
-    """Same parameters; every operator input equal except lambda, which is sqrt(K) times larger (parallel and decoding)."""
-    make = lambda scale: build_model(tiny(mixer="log_linear_gated_deltanet", d_model=d_model, n_layers=1,  # noqa: E731
-                                          deltanet_heads=deltanet_heads, scale_lambda=scale)).double()
+    """Same parameters; every operator input equal except lambda, which is sqrt(K) times larger (parallel
+    and decoding)."""
+    def make(scale: bool):
+        cfg = tiny(mixer="log_linear_gated_deltanet", d_model=d_model, n_layers=1, deltanet_heads=deltanet_heads,
+                   scale_lambda=scale)
+        return build_model(cfg).double()
+
     torch.manual_seed(0)
     official = make(True)
     plain = make(False)
@@ -58,7 +65,7 @@ def test_lambda_scale_changes_only_the_lambda_scale(tiny, monkeypatch, d_model, 
     inputs = torch.randint(0, 32, (2, 11))
     scaled, unscaled = _operator_calls(monkeypatch, official, inputs), _operator_calls(monkeypatch, plain, inputs)
     assert len(scaled) == len(unscaled) == 4
-    for a, b in zip(scaled, unscaled):
+    for a, b in zip(scaled, unscaled, strict=True):
         q, k, v, g, lam, beta = range(6)
         for i in (q, k, v, g, beta):
             torch.testing.assert_close(a[i], b[i], rtol=0, atol=0)

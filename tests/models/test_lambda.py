@@ -51,7 +51,7 @@ def test_ranges_and_data_dependence(name):
 
 
 def test_paper_initialisation():
-    """softplus with L = 1 and no bias: lambda = softplus(dl), ln 2 on every level where dl = 0 (NOTES section 2)."""
+    """softplus with L = 1 and no bias: lambda = softplus(dl), ln 2 on every level where dl = 0 (the paper's head)."""
     head = LambdaHead("softplus", 3, 4, share_from=None, bias_init="none")
     assert head.param.bias is None and (head.param.scale == 1).all()
     lam = head(torch.zeros(1, 12), torch.zeros(1, 3))
@@ -111,7 +111,9 @@ def test_constant_lambda_equals_base_mixer(tiny, mixer, negative_eigenvalues):
     the official GDN's lambda scale, which makes the constant lambda sqrt(K))."""
     torch.manual_seed(0)
     base = build_model(tiny(mixer=BASE_OF[mixer], negative_eigenvalues=negative_eigenvalues)).double()
-    loglin = build_model(tiny(mixer=mixer, lambda_param="constant", scale_lambda=False, negative_eigenvalues=negative_eigenvalues)).double()
+    loglin = build_model(
+        tiny(mixer=mixer, lambda_param="constant", scale_lambda=False, negative_eigenvalues=negative_eigenvalues)
+    ).double()
     assert base.state_dict().keys() == loglin.state_dict().keys()
     loglin.load_state_dict(base.state_dict())
     inputs = torch.randint(0, 32, (2, 29))

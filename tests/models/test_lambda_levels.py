@@ -9,7 +9,13 @@ import torch
 from loglinear.kernels import fenwick_level, log_linear_attn, num_levels
 from loglinear.models import build_model
 from loglinear.models.lambda_levels import (
-    QUANTILES, LevelStatistics, capture_lambda, effective_weights, lambda_heads, level_output_norms, occupied_levels,
+    QUANTILES,
+    LevelStatistics,
+    capture_lambda,
+    effective_weights,
+    lambda_heads,
+    level_output_norms,
+    occupied_levels,
 )
 from loglinear.models.signed_decay import apply_sign_prefix
 
@@ -117,7 +123,9 @@ def test_level_readouts_match_the_operator(tiny, mixer_name, negative):
 
 def test_quantiles_beyond_the_sample_size_come_from_a_uniform_sample():
     stats = LevelStatistics(quantile_sample=500)
-    values = torch.linspace(0, 1, 4000, dtype=torch.float64)[torch.randperm(4000, generator=torch.Generator().manual_seed(1))]
+    values = torch.linspace(0, 1, 4000, dtype=torch.float64)[
+        torch.randperm(4000, generator=torch.Generator().manual_seed(1))
+    ]
     for chunk in values.float().reshape(8, 500):
         stats.add(0, chunk.reshape(500, 1, 1, 1))  # 500 sequences of one token: level 0 only
     (row,) = stats.rows()

@@ -19,7 +19,8 @@ def test_short_conv_matches_conv1d_forward_and_gradients(T, bias):
     ref = F.silu(F.conv1d(F.pad(x_ref.transpose(1, 2), (3, 0)), w_ref[:, None], b_ref, groups=5).transpose(1, 2))
     assert torch.allclose(y, ref, rtol=0, atol=1e-12)
     dy = torch.randn_like(y)
-    for got, want in zip(torch.autograd.grad(y, [x, conv.weight], dy), torch.autograd.grad(ref, [x_ref, w_ref], dy)):
+    grads, ref_grads = torch.autograd.grad(y, [x, conv.weight], dy), torch.autograd.grad(ref, [x_ref, w_ref], dy)
+    for got, want in zip(grads, ref_grads, strict=True):
         assert torch.allclose(got, want, rtol=0, atol=1e-12)
     inputs = (x.detach()[:1].clone().requires_grad_(), conv.weight.detach().clone().requires_grad_())
     assert torch.autograd.gradcheck(_CausalDepthwiseConv.apply, inputs)

@@ -6,7 +6,7 @@ import torch
 from loglinear.models import LAMBDA_PARAMS, MIXERS, build_model
 from loglinear.models.signed_decay import apply_sign_prefix, signed_log_decay
 
-from .helpers import LOG_LINEAR
+from .helpers import LINEAR, LOG_LINEAR
 
 
 def _train_step(model, T=21):
@@ -31,7 +31,9 @@ def test_forward_backward(tiny, mixer):
 @pytest.mark.parametrize("bias_init", ["none", "decay"])
 def test_lambda_params_forward_backward(tiny, mixer, lambda_param, bias_init):
     torch.manual_seed(0)
-    model = build_model(tiny(mixer=mixer, lambda_param=lambda_param, lambda_bias_init=bias_init, lambda_share_from_level=4))
+    model = build_model(
+        tiny(mixer=mixer, lambda_param=lambda_param, lambda_bias_init=bias_init, lambda_share_from_level=4)
+    )
     assert torch.isfinite(_train_step(model))
     head = model.blocks[0].mixer.lambda_head
     for name, p in head.named_parameters():  # every lambda parameter is trained
@@ -41,7 +43,7 @@ def test_lambda_params_forward_backward(tiny, mixer, lambda_param, bias_init):
         assert proj[-head.n_inputs :].abs().sum() > 0
 
 
-@pytest.mark.parametrize("mixer", ["mamba2", "gated_deltanet", *LOG_LINEAR])
+@pytest.mark.parametrize("mixer", LINEAR)
 def test_implementations_agree(tiny, mixer):
     torch.manual_seed(0)
     model = build_model(tiny(mixer=mixer, impl="naive", negative_eigenvalues=True)).double()

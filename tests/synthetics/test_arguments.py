@@ -31,7 +31,7 @@ BAD = [
     ("flip_flop", {"p_ignore": 1.5}, r"p_ignore must be <= 1.0, got 1.5"),
     ("flip_flop", {"seq_len": 2}, r"seq_len must be >= 4, got 2"),
     ("flip_flop", {"seq_len": 9}, r"seq_len must be even, got 9"),
-    ("sorting", {}, r"unknown task 'sorting'; valid: \['a5', 'cycle_nav', 'flip_flop'"),
+    ("sorting", {}, r"unknown task 'sorting'; valid: mqar, parity, cycle_nav"),
 ]
 
 

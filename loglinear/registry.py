@@ -1,22 +1,25 @@
-"""A name -> class registry: the `MIXERS` and `LAMBDA_PARAMS` lookups, failing with the valid names."""
+"""`Registry`: name -> entry lookups (mixers, lambda parameterisations, tasks), failing with the valid names."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Maps names to entries registered with the `register(name)` decorator.
+    """Maps names to entries, in the order they were added: given at construction as (name, entry)
+    pairs, or added with the `register(name)` decorator.
 
     `registry[name]` raises a ValueError naming `kind`, the missing name and every valid name.
     """
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, entries: Iterable[tuple[str, T]] = ()) -> None:
         self.kind = kind
         self._entries: dict[str, T] = {}
+        for name, entry in entries:
+            self.register(name)(entry)
 
     def register(self, name: str) -> Callable[[T], T]:
         def add(entry: T) -> T:
@@ -43,6 +46,9 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return list(self._entries)
+
+    def items(self) -> list[tuple[str, T]]:
+        return list(self._entries.items())
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}, {self.names()})"

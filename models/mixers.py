@@ -1,0 +1,20 @@
+"""`MIXERS`: every sequence mixer by its `name`: the base mixers, then the log-linear ones.
+
+Benchmarks and tests list mixers in this order; report tables put each base mixer's log-linear
+variants right after it (the paper's rows). All of them read what each mixer says about itself
+(display name, base mixer, log-linear, heads: see `Mixer`). A new mixer is one module with its
+`Mixer` subclass plus one entry here (docs/adding-a-mixer.md).
+"""
+
+from __future__ import annotations
+
+from loglinear.models.attention import Attention
+from loglinear.models.gated_deltanet import GatedDeltaNet
+from loglinear.models.log_linear import LogLinearGatedDeltaNet, LogLinearMamba2
+from loglinear.models.mamba2 import Mamba2
+from loglinear.models.mixer import Mixer
+from loglinear.registry import Registry
+
+MIXERS: Registry[type[Mixer]] = Registry(
+    "mixer", ((m.name, m) for m in (Attention, Mamba2, GatedDeltaNet, LogLinearMamba2, LogLinearGatedDeltaNet))
+)
