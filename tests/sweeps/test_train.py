@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from loglinear.sweeps.config import ConfigError, load_run_config
 from loglinear.sweeps.train import read_result, train
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from loglinear.synthetics import TASKS, get_task
 
 BAD = [

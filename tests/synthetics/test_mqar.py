@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from loglinear.synthetics import IGNORE_INDEX, Batch, get_task
 from loglinear.synthetics.mqar import MQAR
 
@@ -20,13 +19,13 @@ def check_mqar(batch: Batch, task: MQAR) -> None:
     options = [task.num_kv_pairs] if isinstance(task.num_kv_pairs, int) else task.num_kv_pairs
     for inputs, targets, pairs, seq_len in zip(
         batch.inputs.tolist(), batch.targets.tolist(), batch.slices["num_kv_pairs"].tolist(),
-        batch.slices["seq_len"].tolist(),
+        batch.slices["seq_len"].tolist(), strict=True,
     ):
         assert seq_len == length and pairs in options
         keys, values = inputs[0 : 2 * pairs : 2], inputs[1 : 2 * pairs : 2]
         assert all(1 <= k < half for k in keys) and len(set(keys)) == pairs
         assert all(half <= v < vocab for v in values) and len(set(values)) == pairs
-        value_of = dict(zip(keys, values))
+        value_of = dict(zip(keys, values, strict=True))
         scored = [p for p, y in enumerate(targets) if y != IGNORE_INDEX]
         space = (length - 2 * pairs) // 2
         assert len(scored) == pairs
