@@ -61,14 +61,13 @@ def _fail(message: str, code: int) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": train_main, "sweep": _sweep_main, "inspect": _inspect_main}
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         parser = argparse.ArgumentParser(prog="loglinear", description="Log-Linear Attention experiment suite.")
-        parser.add_argument("command", choices=sorted(commands),
+        parser.add_argument("command", choices=sorted(COMMANDS),
                             help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run")
         parser.parse_args(argv[:1])
         return 2
-    return commands[argv[0]](argv[1:])
+    return COMMANDS[argv[0]](argv[1:])
 
 
 def _sweep_main(argv: Sequence[str]) -> int:
@@ -82,6 +81,9 @@ def _inspect_main(argv: Sequence[str]) -> int:
 
     return inspect_main(argv)
 
+
+COMMANDS = {"train": train_main, "sweep": _sweep_main, "inspect": _inspect_main}
+"""The subcommands of `loglinear`: name -> entry point taking the remaining arguments."""
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
 from loglinear.sweeps.files import write_atomic
 
 LAST = "last.ckpt"

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
 from loglinear.models.lambda_levels import LevelRow
 from loglinear.sweeps.manifest import run_dir
 from loglinear.sweeps.results import (
@@ -26,8 +29,6 @@ from loglinear.sweeps.results import (
     selected_cells,
 )
 from loglinear.sweeps.train import FINISHED
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 REPORT = "lambda_levels.md"
 DPI = 100

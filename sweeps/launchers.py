@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
 from loglinear.sweeps.manifest import RUNS, is_finished, run_dir, status_of
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import GRACE_S, SweepOutcome, cpu_count, finish_run, start_run
@@ -157,6 +158,7 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: int | None, exe
 def _submit(executor: Any, runs: list[Run], out: Path, workers: int | None, params: dict[str, Any]) -> list[Any]:
     """Submit `runs` as one array of TrainJob tasks; the submitit jobs."""
     import submitit
+
     from loglinear.sweeps.slurm import SlurmError, error_line
 
     if workers:

@@ -16,6 +16,7 @@ from typing import Any
 
 from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities import rank_zero_only
+
 from loglinear.sweeps.files import write_text_atomic
 
 METRICS = "metrics.csv"

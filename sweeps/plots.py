@@ -10,11 +10,12 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
 from loglinear.sweeps.results import THRESHOLD, Cell, Sweep, mean_std, slice_values
 from loglinear.sweeps.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.sweeps.train import FINISHED
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 Cells = dict[tuple[tuple[str, ...], int], Cell]
 Drawing = Figure | str

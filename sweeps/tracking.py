@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 import lightning as L
+
 from loglinear.sweeps.metrics_file import MetricsFile
 
 

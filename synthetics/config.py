@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
 from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.registry import get_task
 from loglinear.synthetics.task import Task
-from omegaconf import DictConfig, OmegaConf
 
 VALIDATE_ON = ("train", "eval_sets")
 

@@ -7,6 +7,9 @@ from typing import Any
 
 import lightning as L
 import torch
+from omegaconf import DictConfig
+from torch.utils.data import DataLoader
+
 from loglinear.synthetics.config import (
     DataConfig,
     TaskSet,
@@ -17,8 +20,6 @@ from loglinear.synthetics.config import (
     validation_sets,
 )
 from loglinear.synthetics.streams import FixedBatches, TrainStream
-from omegaconf import DictConfig
-from torch.utils.data import DataLoader
 
 
 class SyntheticDataModule(L.LightningDataModule):

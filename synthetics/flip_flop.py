@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+
 from loglinear.synthetics.arguments import check_even, check_float, check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.task import Task

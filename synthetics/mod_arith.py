@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import torch
+from torch import Tensor
+
 from loglinear.synthetics.arguments import check_bool, check_even, check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.task import Task
-from torch import Tensor
 
 PLUS, MINUS, TIMES, OPEN, CLOSE, EQUALS = range(6)
 """Offsets of the symbol tokens after the m digit tokens: token m + PLUS is '+', and so on."""

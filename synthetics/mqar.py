@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+
 from loglinear.synthetics.arguments import check_bool, check_float, check_int, check_int_or_ints
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.sampling import sample_distinct, weighted_order_without_replacement

@@ -12,10 +12,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch.utils.data import Dataset, IterableDataset, get_worker_info
+
 from loglinear.synthetics.config import TaskSet
 from loglinear.synthetics.seeding import COMPONENT, TEST, TRAIN, VALIDATION, derive_seed, unit_interval
 from loglinear.synthetics.task import Task
-from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 STAGES = {"validation": VALIDATION, "test": TEST}
 

@@ -7,10 +7,11 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import torch
+from torch import Tensor
+
 from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.batch import Batch
 from loglinear.synthetics.seeding import make_generator
-from torch import Tensor
 
 
 class Task(ABC):

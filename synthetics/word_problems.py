@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 import torch
+
 from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.batch import Batch
 from loglinear.synthetics.groups import PermutationGroup, permutation_group

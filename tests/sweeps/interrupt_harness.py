@@ -10,6 +10,7 @@ import sys
 
 import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
+
 from loglinear.sweeps.config import load_run_config
 from loglinear.sweeps.interrupt import Interrupted
 from loglinear.sweeps.train import train

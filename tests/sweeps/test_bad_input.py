@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from loglinear.sweeps.train import read_result
 
 from loglinear.cli import main as cli_main
+from loglinear.sweeps.train import read_result
 
 RUN = [
     "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",

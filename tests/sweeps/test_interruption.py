@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from loglinear.cli import main as cli_main
 from loglinear.sweeps import lock
 from loglinear.sweeps.files import DiskFull
 from loglinear.sweeps.train import LOCK, read_result
-
-from loglinear.cli import main as cli_main
 
 HARNESS = Path(__file__).with_name("interrupt_harness.py")
 # attention on 1 key-value pair at length 8: 40 steps, a validation every 10 (at steps 10, 20, 30, 40)

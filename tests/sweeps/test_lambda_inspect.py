@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from matplotlib.image import imread
+
+from loglinear.cli import main
 from loglinear.kernels import num_levels
 from loglinear.models import LAMBDA_PARAMS
 from loglinear.models.lambda_levels import capture_lambda, lambda_heads
@@ -19,9 +22,6 @@ from loglinear.sweeps.lambda_plots import REPORT
 from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.spec import expand, load_spec
 from loglinear.sweeps.train import write_json_atomic
-from matplotlib.image import imread
-
-from loglinear.cli import main
 
 from .sweep_helpers import write_spec
 

@@ -15,6 +15,7 @@ import time
 
 import pytest
 import yaml
+
 from loglinear.sweeps import launchers
 from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.config import load_run_config, to_container

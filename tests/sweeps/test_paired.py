@@ -7,6 +7,7 @@ import csv
 import math
 
 import pytest
+
 from loglinear.sweeps.paired import COLUMNS, t_quantile
 from loglinear.sweeps.report import write_report
 

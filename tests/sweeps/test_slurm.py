@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from loglinear.sweeps.launchers import partition_defaults
 from loglinear.sweeps.spec import expand, load_spec
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from loglinear.sweeps import slurm
 from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.files import write_json_atomic

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from loglinear.sweeps.config import ConfigError, load_run_config
 from loglinear.sweeps.train import read_result, train
 

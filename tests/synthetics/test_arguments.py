@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from loglinear.synthetics import TASKS, get_task
 
 BAD = [

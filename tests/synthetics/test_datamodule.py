@@ -8,11 +8,12 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
+from omegaconf.errors import ConfigKeyError, ValidationError
+from torch.utils.data import DataLoader
+
 from loglinear.synthetics import DataConfig, SyntheticDataModule, load_data_config
 from loglinear.synthetics.config import training_set
 from loglinear.synthetics.streams import FixedBatches, TrainStream
-from omegaconf.errors import ConfigKeyError, ValidationError
-from torch.utils.data import DataLoader
 
 PRESETS = sorted((Path(__file__).parents[2] / "configs" / "data").glob("*.yaml"))
 SMALL = {

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+
 from loglinear.synthetics import TASKS, get_task
 from loglinear.synthetics.seeding import TEST, TRAIN, VALIDATION, derive_seed, splitmix64
 

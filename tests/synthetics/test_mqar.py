@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from loglinear.synthetics import IGNORE_INDEX, Batch, get_task
 from loglinear.synthetics.mqar import MQAR
 

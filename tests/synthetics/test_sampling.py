@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from loglinear.synthetics.sampling import first_occurrences, sample_distinct, weighted_order_without_replacement
 
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from loglinear.synthetics import IGNORE_INDEX, get_task
 
 lengths = st.integers(1, 40)
