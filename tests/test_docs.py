@@ -2,6 +2,7 @@
 claims to list everything (every task, every config key, every file name, every command)."""
 
 import argparse
+import ast
 import dataclasses
 import inspect
 import json
@@ -288,3 +289,25 @@ def test_the_readme_lists_every_train_and_logger_key():
         match = re.search(rf"`{group}`\s+\(`{cls.__name__}`, `[^`]+`: (.*?)\)", readme, re.S)
         assert match, f"the README's list of {group} keys"
         assert code_spans(match.group(1)) == list(config_keys(cls)), group
+
+
+def imported_subpackages(folder: str) -> set[str]:
+    """The `loglinear.X` names (X a subpackage or a module of loglinear/) that the files of `folder` import."""
+    names = set()
+    for path in (ROOT / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names.update(m.split(".")[1] for m in modules if m.startswith("loglinear."))
+    return names
+
+
+def test_imports_point_the_way_the_readme_says():
+    """README, Layout: models import kernels; sweeps import models and synthetics; synthetics imports
+    neither kernels nor models; nothing below the command imports it."""
+    imports = {folder: imported_subpackages(folder) for folder in ("kernels", "models", "synthetics", "sweeps")}
+    assert "kernels" in imports["models"] and {"models", "synthetics"} <= imports["sweeps"]
+    assert not imports["kernels"] & {"models", "synthetics", "sweeps", "cli"}
+    assert not imports["models"] & {"synthetics", "sweeps", "cli"}
+    assert not imports["synthetics"] & {"kernels", "models", "sweeps", "cli"}
+    assert "cli" not in imports["sweeps"]
