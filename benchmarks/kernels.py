@@ -22,33 +22,18 @@ At the smallest T of each table, the forward outputs of peers computing the same
 (fla runs with scale=1.0: our op applies no scale) and printed as relative norm errors, as a check
 that the peers were called with the right argument order and layout.
 
-Run on a lent GPU machine (device `run`, from the repository root)
-------------------------------------------------------------------
-Here, once (fla-core is pure Python; its one hard dependency, einops, is on the GPU image, as are
-torch and triton; `.whl/` is git-ignored, so it must be named in `carry`):
+On a CUDA machine, from the repository root
+-------------------------------------------
+With the package installed (`python3 -m pip install -e ".[triton]"` after the torch build the machine
+needs) and the peers to compare against (`python3 -m pip install fla-core==0.6.0`; mamba_ssm is
+optional):
 
-    python3 -m pip download --no-deps -d .whl fla-core==0.6.0   # the newest on PyPI in 2026-11
+    python3 benchmarks/kernels.py --variant mamba2 --shape all --json mamba2.json
+    python3 benchmarks/kernels.py --variant gdn --shape all --json gdn.json
 
-There (one command per device `run`, carry [".whl"]; a run is limited to 10 minutes, so run the two
-variants in two calls; the first call of each shape compiles and autotunes for a while):
-
-    python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl \
-      && export PYTHONPATH=/tmp/site && python3 -m pip install -q --no-deps --no-build-isolation -e . \
-      && PYTHONUNBUFFERED=1 python3 benchmarks/kernels.py --variant mamba2 --shape all --json $OUT/mamba2.json \
-      ; cp benchmarks/RESULTS.md $OUT/
-
-    (the same with --variant gdn --json $OUT/gdn.json; if a call nears 10 minutes, split it by --shape)
-
-If the editable install fails (pyproject asks for setuptools >= 69 and wheel; the image has both, versions
-unchecked), a shim that needs nothing:
-`mkdir -p /tmp/ll/loglinear && cp loglinear/*.py /tmp/ll/loglinear/ && for d in kernels models synthetics
-sweeps; do ln -s $PWD/$d /tmp/ll/loglinear/$d; done && export PYTHONPATH=/tmp/ll:$PYTHONPATH`.
-
-The script rewrites the "kernels (GPU)" section of benchmarks/RESULTS.md on the device; each table of
-that section is a part of its own (with its own date, command, device and versions), and a run replaces
-only the parts it measured. The device's working tree is re-sent at every call, so copy
-$OUT/RESULTS.md back over benchmarks/RESULTS.md here after each call (before the next one): the
-second call then keeps the first call's tables.
+The first call of each shape compiles and autotunes for a while. The script rewrites the "kernels (GPU)"
+section of benchmarks/RESULTS.md; each table of that section is a part of its own (with its own date,
+command, device and versions), and a run replaces only the parts it measured.
 
 Elsewhere:
 

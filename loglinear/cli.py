@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 TRAIN_HELP = """\
 loglinear train [PRESET.yaml] [key=value ...]
@@ -42,7 +42,8 @@ def train_main(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         return _fail(f"interrupted; rerun the same command to resume {cfg.out_dir}", 130)
     except DiskFull as e:
-        return _fail(f"{e}; the checkpoints already in {cfg.out_dir} are intact: free space and rerun the same command to resume", 1)
+        return _fail(f"{e}; the checkpoints already in {cfg.out_dir} are intact: "
+                     "free space and rerun the same command to resume", 1)
     except Exception as e:  # recorded in result.json as status "failed"
         return _fail(f"failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", 1)
     best = result.get("val_accuracy")
@@ -58,15 +59,15 @@ def _fail(message: str, code: int) -> int:
     return code
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {"train": train_main, "sweep": _sweep_main, "inspect": _inspect_main}
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in commands:
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         parser = argparse.ArgumentParser(prog="loglinear", description="Log-Linear Attention experiment suite.")
-        parser.add_argument("command", choices=sorted(commands), help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run")
+        parser.add_argument("command", choices=sorted(COMMANDS),
+                            help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run")
         parser.parse_args(argv[:1])
         return 2
-    return commands[argv[0]](argv[1:])
+    return COMMANDS[argv[0]](argv[1:])
 
 
 def _sweep_main(argv: Sequence[str]) -> int:
@@ -80,6 +81,9 @@ def _inspect_main(argv: Sequence[str]) -> int:
 
     return inspect_main(argv)
 
+
+COMMANDS = {"train": train_main, "sweep": _sweep_main, "inspect": _inspect_main}
+"""The subcommands of `loglinear`: name -> entry point taking the remaining arguments."""
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -23,7 +23,7 @@ CORRUPT_SUFFIX = ".corrupt"
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's torch checkpoint IO, writing through a temporary file and a rename."""
 
-    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Optional[Any] = None) -> None:
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
         write_atomic(path, lambda f: torch.save(checkpoint, f))
 
 
@@ -38,7 +38,7 @@ class Resume(NamedTuple):
         return int(self.checkpoint.get("global_step", 0))
 
 
-def resume_point(out: Path) -> Optional[Resume]:
+def resume_point(out: Path) -> Resume | None:
     """The newest readable checkpoint of the run in `out` (None: start from step 0).
 
     A checkpoint that cannot be read (a crash or a full disk while it was written by an older

@@ -19,7 +19,7 @@ import sys
 import threading
 from pathlib import Path
 from types import FrameType
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
@@ -44,7 +44,7 @@ class GracefulStop(L.Callback):
 
     def __init__(self, checkpoint: Path, val_every: int) -> None:
         self.checkpoint, self.val_every = checkpoint, val_every
-        self.signum: Optional[int] = None
+        self.signum: int | None = None
         self._in_loop = False
         self._previous: dict[int, Any] = {}
 
@@ -61,7 +61,7 @@ class GracefulStop(L.Callback):
             signal.signal(signum, handler)
         self._previous = {}
 
-    def _handle(self, signum: int, frame: Optional[FrameType]) -> None:
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None or not self._in_loop:
             self.signum = signum
             raise Interrupted(signum)

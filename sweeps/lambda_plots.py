@@ -19,7 +19,14 @@ from matplotlib.figure import Figure
 from loglinear.models.lambda_levels import LevelRow
 from loglinear.sweeps.manifest import run_dir
 from loglinear.sweeps.results import (
-    LAMBDA_KEY, MIXER_KEY, Record, Sweep, is_log_linear, load_sweep, mean_std_text, selected_cells,
+    LAMBDA_KEY,
+    MIXER_KEY,
+    Record,
+    Sweep,
+    is_log_linear,
+    load_sweep,
+    mean_std_text,
+    selected_cells,
 )
 from loglinear.sweeps.train import FINISHED
 
@@ -62,7 +69,8 @@ def run_figure(rows: list[LevelRow], title: str) -> Figure:
         ax.grid(True, alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)), fontsize="small", bbox_to_anchor=(0.5, -0.02))
+    fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)), fontsize="small",
+               bbox_to_anchor=(0.5, -0.02))
     fig.suptitle(title, fontsize="medium")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
@@ -111,7 +119,7 @@ def _band(ax, runs: list[Profile], values_of: Callable[[Profile], list[float]], 
     levels = sorted({lv for p in runs for lv in p.levels})
     table = np.full((len(runs), len(levels)), np.nan)
     for i, p in enumerate(runs):
-        for lv, v in zip(p.levels, values_of(p)):
+        for lv, v in zip(p.levels, values_of(p), strict=True):
             table[i, levels.index(lv)] = v
     with np.errstate(all="ignore"):
         mean = np.nanmean(table, axis=0)
@@ -152,7 +160,8 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
     written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
     for (title, slug), cell_records in _cells(sweep, records).items():
         by_lambda = selected_cells(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
-        shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles] for name, cell in by_lambda.items()}
+        shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles]
+                 for name, cell in by_lambda.items()}
         shown = {name: runs for name, runs in shown.items() if runs}
         if not shown:
             skipped[title] = "no run of the cell could be inspected"
@@ -168,10 +177,11 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
 
 NOTE = (
     "Per cell (every varied key but λ, the learning rate and the seed), each λ parameterisation at its best "
-    "learning rate (selected on validation): the mean over its seeds of each run's level profile (lambda averaged over layers, heads "
-    "and the validation tokens where the level is occupied; min-max over seeds shaded), and the effective "
-    "weight (lambda times the level's readout norm, as a share of the output). Accuracy: test accuracy at that "
-    "learning rate, mean (std) over seeds. Per-run tables: runs/<id>/lambda_levels.csv.\n"
+    "learning rate (selected on validation): the mean over its seeds of each run's level profile "
+    "(lambda averaged over layers, heads and the validation tokens where the level is occupied; "
+    "min-max over seeds shaded), and the effective weight (lambda times the level's readout norm, as a share "
+    "of the output). Accuracy: test accuracy at that learning rate, mean (std) over seeds. "
+    "Per-run tables: runs/<id>/lambda_levels.csv.\n"
 )
 
 
@@ -196,7 +206,7 @@ def _section(title: str, image: str, by_lambda, shown: dict[str, list[Profile]],
     for name, runs in shown.items():
         mean_by_level = []
         for lv in levels:
-            values = [v for p in runs for l2, v in zip(p.levels, p.lam) if l2 == lv]
+            values = [v for p in runs for l2, v in zip(p.levels, p.lam, strict=True) if l2 == lv]
             mean_by_level.append(f"{np.mean(values):.3g}" if values else "")
         lr = by_lambda[name].lr
         lines.append(f"| {name} | {'-' if lr is None else f'{lr:.3g}'} | {accuracy[name]} | {len(runs)} | "

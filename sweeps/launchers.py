@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 
@@ -39,7 +39,8 @@ GPU_TASK_CPUS = 8
 WAIT_POLL_S = 5.0
 WANDB_FILE = "wandb_sweep.yaml"
 STOPPED = (128 + signal.SIGTERM, -signal.SIGTERM)
-"""Exit statuses of a `loglinear train` that Slurm stopped (requeue, preemption, scancel) after it saved its checkpoint."""
+"""Exit statuses of a `loglinear train` that Slurm stopped (requeue, preemption, scancel) after it saved its
+checkpoint."""
 
 
 class TrainJob:
@@ -70,7 +71,8 @@ class TrainJob:
         job = self._process
         if job is not None and not _exited(job.process):
             job.process.send_signal(signal.SIGINT)  # `loglinear train` saves its checkpoint and exits
-            deadline = time.monotonic() + GRACE_S  # still saving after that: the requeued task resumes from the last save
+            # still saving after GRACE_S: the requeued task resumes from the last save
+            deadline = time.monotonic() + GRACE_S
             while not _exited(job.process) and time.monotonic() < deadline:
                 time.sleep(0.2)
         return submitit.helpers.DelayedSubmission(TrainJob(), run, directory, threads)
@@ -96,7 +98,8 @@ def partition_defaults(params: dict[str, Any]) -> dict[str, Any]:
     part = partition(params.get("slurm_partition"))
     defaults: dict[str, Any] = {}
     if not given & {"timeout_min", "slurm_time"}:
-        defaults["timeout_min"] = min(SUBMITIT_DEFAULTS["timeout_min"], part.max_minutes or SUBMITIT_DEFAULTS["timeout_min"])
+        default_minutes = SUBMITIT_DEFAULTS["timeout_min"]
+        defaults["timeout_min"] = min(default_minutes, part.max_minutes or default_minutes)
     if part.gpus and not given & {"gpus_per_node", "slurm_gpus_per_node", "slurm_gpus_per_task", "slurm_gres"}:
         defaults["gpus_per_node"] = 1
     if not given & {"cpus_per_task", "slurm_cpus_per_task", "slurm_cpus_per_gpu"}:
@@ -104,7 +107,7 @@ def partition_defaults(params: dict[str, Any]) -> dict[str, Any]:
     return defaults
 
 
-def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], executor_args: dict[str, Any],
+def submit_array(runs: list[Run], out: Path, name: str, workers: int | None, executor_args: dict[str, Any],
                  progress: Progress) -> SweepOutcome:
     """Submit the unfinished runs as one job array, then follow them until they end (Ctrl-C stops
     following; the jobs go on). On Slurm, runs whose task of an earlier submission is still in the
@@ -126,7 +129,8 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], 
     local = executor.cluster != "slurm"
     followed = {} if local else {rid: task for rid, (task, _) in queued_tasks(out).items()}
     if followed:
-        print(f"{len(followed)} runs are still in Slurm's queue from an earlier submission: following them", file=sys.stderr)
+        print(f"{len(followed)} runs are still in Slurm's queue from an earlier submission: following them",
+              file=sys.stderr)
     submit = [r for r in todo if r.run_id not in followed]
     jobs = _submit(executor, submit, out, workers, params) if submit else []
     if jobs:
@@ -136,8 +140,9 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], 
         if local:
             return _follow_local(submit, jobs, out, statuses, progress)
         if jobs:
-            record_submission(out, jobs[0].job_id.split("_")[0], {job.job_id: r.run_id for r, job in zip(submit, jobs)})
-        followed.update({r.run_id: job.job_id for r, job in zip(submit, jobs)})
+            tasks = {job.job_id: r.run_id for r, job in zip(submit, jobs, strict=True)}
+            record_submission(out, jobs[0].job_id.split("_")[0], tasks)
+        followed.update({r.run_id: job.job_id for r, job in zip(submit, jobs, strict=True)})
         return _follow_slurm(followed, out, statuses, progress)
     except KeyboardInterrupt:
         progress.close()
@@ -150,7 +155,7 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: Optional[int], 
         return SweepOutcome(statuses, interrupted=True)
 
 
-def _submit(executor: Any, runs: list[Run], out: Path, workers: Optional[int], params: dict[str, Any]) -> list[Any]:
+def _submit(executor: Any, runs: list[Run], out: Path, workers: int | None, params: dict[str, Any]) -> list[Any]:
     """Submit `runs` as one array of TrainJob tasks; the submitit jobs."""
     import submitit
 
@@ -180,10 +185,11 @@ def _submit(executor: Any, runs: list[Run], out: Path, workers: Optional[int], p
     return jobs
 
 
-def _follow_local(runs: list[Run], jobs: list[Any], out: Path, statuses: dict[str, str], progress: Progress) -> SweepOutcome:
+def _follow_local(runs: list[Run], jobs: list[Any], out: Path, statuses: dict[str, str],
+                  progress: Progress) -> SweepOutcome:
     while True:
         done = [job.done() for job in jobs]
-        for run, job, finished in zip(runs, jobs, done):
+        for run, finished in zip(runs, done, strict=True):
             statuses[run.run_id] = status_of(run_dir(out, run.run_id)) if finished else "running"
         progress.update(list(statuses.values()))
         if all(done):
@@ -257,7 +263,8 @@ def write_wandb_sweep(spec: SweepSpec, out: Path) -> Path:
         f"# wandb sweep of {spec.path or spec.name} (written by `loglinear sweep wandb`). Start it with\n"
         f"#   wandb sweep --project loglinear {path}\n"
         f"# then, on each machine, from this working directory: wandb agent ENTITY/loglinear/SWEEP_ID\n"
-        f"# Runs land in {out / RUNS}/<run_id>, as with `loglinear sweep run`; the table: loglinear sweep report {out}\n"
+        f"# Runs land in {out / RUNS}/<run_id>, as with `loglinear sweep run`; "
+        f"the table: loglinear sweep report {out}\n"
     )
     path.write_text(header + yaml.safe_dump(sweep, sort_keys=False, width=1000))
     return path

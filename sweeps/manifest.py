@@ -51,7 +51,8 @@ def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
 def read_manifest(out: Path) -> dict[str, Any]:
     path = out / MANIFEST
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: {out} is not a sweep folder (run `loglinear sweep run SPEC --out {out}`)")
+        raise FileNotFoundError(f"{path} not found: {out} is not a sweep folder "
+                                f"(run `loglinear sweep run SPEC --out {out}`)")
     rewrite = f"rerun `loglinear sweep run SPEC --out {out}` (or --dry-run) to write it anew"
     try:
         manifest = json.loads(path.read_text())

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities import rank_zero_only
@@ -51,7 +51,7 @@ class MetricsFile(Logger):
         """The configuration is in config.yaml beside this file."""
 
     @rank_zero_only
-    def log_metrics(self, metrics: dict[str, float], step: Optional[int] = None) -> None:
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         row = {k: (v.item() if hasattr(v, "item") else v) for k, v in metrics.items()}
         if step is not None:
             row["step"] = step

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Union
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -19,7 +18,7 @@ from loglinear.sweeps.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled,
 from loglinear.sweeps.train import FINISHED
 
 Cells = dict[tuple[tuple[str, ...], int], Cell]
-Drawing = Union[Figure, str]
+Drawing = Figure | str
 """A figure, or why there is none."""
 
 
@@ -67,14 +66,15 @@ def acc_vs_seq_len(cells: Cells) -> Drawing:
         if not values:
             continue
         panel, classes = (runs[0].task, d_model), num_classes(runs[0])
-        panels.setdefault(panel, {})[" / ".join(row)] = [(float(n), [scaled(a, classes) for a in v]) for n, v in values.items()]
+        points = [(float(n), [scaled(a, classes) for a in v]) for n, v in values.items()]
+        panels.setdefault(panel, {})[" / ".join(row)] = points
         lengths = training_lengths(runs[0])
         if lengths is not None:
             trained[panel] = lengths
     if not panels:
         return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
     fig, axes = _panels(len(panels))
-    for ax, (panel, series) in zip(axes, sorted(panels.items())):
+    for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
         for label, points in series.items():
             _errorbar(ax, label, points)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "test sequence length")
@@ -90,7 +90,8 @@ def acc_vs_seq_len(cells: Cells) -> Drawing:
 
 def steps_to_threshold(cells: Cells) -> Drawing:
     def steps(cell: Cell) -> list[float]:
-        return [float(r.result["steps_to_threshold"]) for r in cell.runs if r.result.get("steps_to_threshold") is not None]
+        reached = (r.result.get("steps_to_threshold") for r in cell.runs)
+        return [float(s) for s in reached if s is not None]
 
     series = _series(cells, steps, scale=1.0)
     if not series:
@@ -117,7 +118,7 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing
     if not panels:
         return missing
     fig, axes = _panels(len(panels))
-    for ax, (panel, series) in zip(axes, sorted(panels.items())):
+    for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
         for label, points in series.items():
             _errorbar(ax, label, points)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
@@ -127,7 +128,8 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing
     return _finish(fig, axes)
 
 
-def _series(cells: Cells, values_of: Callable[[Cell], list[float]], scale: float = 100.0) -> dict[str, list[tuple[float, list[float]]]]:
+def _series(cells: Cells, values_of: Callable[[Cell], list[float]],
+            scale: float = 100.0) -> dict[str, list[tuple[float, list[float]]]]:
     """{row label: [(d_model, values)]} over the cells that have values."""
     series: dict[str, list[tuple[float, list[float]]]] = {}
     for (row, d_model), cell in sorted(cells.items(), key=lambda item: item[0][1]):
@@ -164,7 +166,8 @@ def _finish(fig: Figure, axes: list) -> Figure:
     for ax in axes:
         ax.grid(True, alpha=0.3)
     handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))), fontsize="small")
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))),
+               fontsize="small")
     fig.tight_layout()
     return fig
 

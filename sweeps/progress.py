@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections import Counter
-from typing import Optional, TextIO
+from typing import TextIO
 
 from loglinear.sweeps.train import FINISHED
 
@@ -36,21 +36,21 @@ def format_duration(seconds: float) -> str:
 class Progress:
     """Prints the sweep's counts; `update` with the current statuses, `close` at the end."""
 
-    def __init__(self, name: str, stream: Optional[TextIO] = None, enabled: bool = True) -> None:
+    def __init__(self, name: str, stream: TextIO | None = None, enabled: bool = True) -> None:
         self.name = name
         self.stream = stream or sys.stderr
         self.enabled = enabled
         self.tty = self.stream.isatty()
-        self._last_counts: Optional[tuple[int, ...]] = None
+        self._last_counts: tuple[int, ...] | None = None
         self._last_print = 0.0
 
-    def line(self, counts: Counter, eta_s: Optional[float]) -> str:
+    def line(self, counts: Counter, eta_s: float | None) -> str:
         total = sum(counts.values())
         parts = ", ".join(f"{c} {counts.get(c, 0)}" for c in CATEGORIES)
         eta = "-" if eta_s is None else format_duration(eta_s)
         return f"[{self.name}] {parts} / total {total}, ETA {eta}"
 
-    def update(self, statuses: list[str], eta_s: Optional[float] = None) -> None:
+    def update(self, statuses: list[str], eta_s: float | None = None) -> None:
         """Show the counts of `statuses` (each a run status, `running` or `pending`)."""
         if not self.enabled:
             return
@@ -71,7 +71,7 @@ class Progress:
             self.stream.flush()
 
 
-def eta_seconds(durations: list[float], pending: int, running_elapsed: list[float], workers: int) -> Optional[float]:
+def eta_seconds(durations: list[float], pending: int, running_elapsed: list[float], workers: int) -> float | None:
     """Time left: the mean duration of the runs finished so far for each pending run and for the rest
     of each running one, shared among the workers; None before any run has finished."""
     if not durations:

@@ -21,17 +21,17 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
-from typing import IO, Optional
+from typing import IO
 
 from loglinear.sweeps import lock
 from loglinear.sweeps.config import to_yaml
+from loglinear.sweeps.files import write_json_atomic
 from loglinear.sweeps.manifest import LOG, is_finished, run_dir, status_of
 from loglinear.sweeps.progress import Progress, eta_seconds
 from loglinear.sweeps.spec import Run
-from loglinear.sweeps.files import write_json_atomic
 from loglinear.sweeps.train import CONFIG, FINISHED, RESULT
 
 POLL_S = 0.2
@@ -48,7 +48,8 @@ def write_run_config(run: Run, directory: Path) -> Path:
     `directory/config.yaml`: the exact input of its `loglinear train`, whatever happens to the preset
     files after the sweep was expanded. (Same id, same run: only the logger and the folder may differ
     from an earlier session's file.)"""
-    cfg = dataclasses.replace(run.config, out_dir=str(directory), logger=dataclasses.replace(run.config.logger, progress=False))
+    logger = dataclasses.replace(run.config.logger, progress=False)
+    cfg = dataclasses.replace(run.config, out_dir=str(directory), logger=logger)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / CONFIG
     path.write_text(to_yaml(cfg))
@@ -77,8 +78,8 @@ def visible_gpus() -> list[str]:
     return (listed or [str(i) for i in range(count)])[:count]
 
 
-def worker_envs(workers: Optional[int], runs: int, gpus: list[str], cores: int,
-                threads: Optional[str] = None) -> list[dict[str, str]]:
+def worker_envs(workers: int | None, runs: int, gpus: list[str], cores: int,
+                threads: str | None = None) -> list[dict[str, str]]:
     """The environment of each worker: its GPU (round-robin when workers > GPUs) and its thread count,
     `threads` if given (the user's OMP_NUM_THREADS), else cores // workers.
 
@@ -112,14 +113,14 @@ class RunProcess:
     log: IO[str]
     slot: int
     started: float = field(default_factory=time.monotonic)
-    result_mtime: Optional[int] = None
+    result_mtime: int | None = None
 
 
 class _StopRequest:
     """Signal handlers that ask the loop to stop (a second signal: stop without waiting)."""
 
     def __init__(self) -> None:
-        self.signal: Optional[int] = None
+        self.signal: int | None = None
         self.urgent = False
 
     def __call__(self, signum: int, frame: object) -> None:
@@ -130,7 +131,7 @@ class _StopRequest:
         return {s: signal.signal(s, self) for s in STOP_SIGNALS}
 
 
-def run_local(runs: list[Run], out: Path, workers: Optional[int] = None, progress: Optional[Progress] = None,
+def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: Progress | None = None,
               grace_s: float = GRACE_S) -> SweepOutcome:
     """Run every unfinished run of `runs` into `out/runs/<id>`; returns the statuses (see module docstring).
     Call it inside `exclusive(out)`."""
@@ -138,7 +139,8 @@ def run_local(runs: list[Run], out: Path, workers: Optional[int] = None, progres
     statuses = {r.run_id: status_of(run_dir(out, r.run_id)) for r in runs}
     statuses = {rid: s if s in FINISHED else "pending" for rid, s in statuses.items()}
     todo = collections.deque(r for r in runs if statuses[r.run_id] == "pending")
-    envs = worker_envs(workers, len(todo), visible_gpus(), cpu_count(), os.environ.get("OMP_NUM_THREADS")) if todo else []
+    threads = os.environ.get("OMP_NUM_THREADS")
+    envs = worker_envs(workers, len(todo), visible_gpus(), cpu_count(), threads) if todo else []
     free = list(range(len(envs)))
     active: list[RunProcess] = []
     durations: list[float] = []
@@ -158,7 +160,8 @@ def run_local(runs: list[Run], out: Path, workers: Optional[int] = None, progres
                 if statuses[job.run.run_id] in FINISHED:
                     durations.append(time.monotonic() - job.started)
             now = time.monotonic()
-            progress.update(list(statuses.values()), eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs)))
+            eta = eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs))
+            progress.update(list(statuses.values()), eta)
             if todo or active:
                 time.sleep(POLL_S)
         if stop.signal is not None:
@@ -177,7 +180,8 @@ def run_local(runs: list[Run], out: Path, workers: Optional[int] = None, progres
 
 def exclusive(out: Path) -> contextlib.AbstractContextManager[None]:
     """Hold `out/.runner.lock`: two runners on one folder would train the same runs twice."""
-    return lock.exclusive(out / LOCK, f"another `loglinear sweep run` is running in {out}; wait for it or stop it first")
+    return lock.exclusive(out / LOCK,
+                          f"another `loglinear sweep run` is running in {out}; wait for it or stop it first")
 
 
 def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> RunProcess:
@@ -193,7 +197,8 @@ def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> 
         start_new_session=True,  # a Ctrl-C on the terminal reaches the runner only, which forwards one SIGINT
         preexec_fn=_child_signals,
     )
-    return RunProcess(run, directory, process, log, slot, result_mtime=result.stat().st_mtime_ns if result.is_file() else None)
+    mtime = result.stat().st_mtime_ns if result.is_file() else None
+    return RunProcess(run, directory, process, log, slot, result_mtime=mtime)
 
 
 def finish_run(job: RunProcess) -> str:

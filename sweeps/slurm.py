@@ -14,7 +14,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from loglinear.sweeps.config import ConfigError
 from loglinear.sweeps.files import write_json_atomic
@@ -51,7 +50,7 @@ class QueuedTask:
         return self.state in ("RUNNING", "COMPLETING", "CONFIGURING", "STOPPED", "SUSPENDED")
 
     @property
-    def never_starts(self) -> Optional[str]:
+    def never_starts(self) -> str | None:
         """What the pending reason means, when it says that Slurm will never start the task as it is."""
         code = self.reason.split(",")[0].strip()
         return None if self.running else NEVER_STARTS.get(code)
@@ -64,7 +63,7 @@ class Partition:
     name: str
     cpus: int
     gpus: int
-    max_minutes: Optional[int]
+    max_minutes: int | None
 
 
 def client(*command: str) -> str:
@@ -129,7 +128,7 @@ def queued_tasks(out: Path) -> dict[str, tuple[str, QueuedTask]]:
     return {rid: (t, queued[t]) for rid, t in tasks.items() if t in queued}
 
 
-def partition(name: Optional[str] = None) -> Partition:
+def partition(name: str | None = None) -> Partition:
     """The partition `name` (default: the cluster's default partition) as `sinfo` shows it."""
     text = client("sinfo", "--noheader", "--format=%P|%c|%G|%l")
     rows = [line.strip().split("|") for line in text.splitlines() if line.count("|") == 3]
@@ -139,7 +138,8 @@ def partition(name: Optional[str] = None) -> Partition:
             return Partition(part.rstrip("*"), _leading_int(cpus, default=1), gpus_in(gres), minutes(limit))
     known = ", ".join(sorted({r[0].rstrip("*") for r in rows})) or "none"
     raise SlurmError(f"Slurm has no partition {name!r} (partitions: {known})" if name else
-                     f"Slurm has no default partition: name one with --executor slurm_partition=NAME (partitions: {known})")
+                     f"Slurm has no default partition: name one with --executor slurm_partition=NAME "
+                     f"(partitions: {known})")
 
 
 def gpus_in(gres: str) -> int:
@@ -152,7 +152,7 @@ def gpus_in(gres: str) -> int:
     return total
 
 
-def minutes(limit: str) -> Optional[int]:
+def minutes(limit: str) -> int | None:
     """A Slurm time limit (`infinite`, `30`, `1:00:00`, `2-00:00:00`, `2-12`) in whole minutes (None: no limit)."""
     limit = limit.strip()
     if not limit or limit.lower() in ("infinite", "unlimited", "n/a"):

@@ -7,7 +7,7 @@ number of classes, so runs of tasks with different C read on one scale.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from loglinear.sweeps.results import Record, lookup
 from loglinear.synthetics.registry import get_task
@@ -25,7 +25,7 @@ def scaled(accuracy: float, classes: int) -> float:
     return (accuracy - chance) / (1.0 - chance)
 
 
-def training_lengths(record: Record) -> Optional[tuple[int, int]]:
+def training_lengths(record: Record) -> tuple[int, int] | None:
     """The shortest and longest training sequence of the run (its task_args, or its length mixture)."""
     task_args: dict[str, Any] = lookup(record.config, "data.task_args") or {}
     mixture = lookup(record.config, "data.mixture") or []

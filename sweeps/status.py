@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
-from loglinear.sweeps.manifest import read_manifest, result_of, run_dir
 from loglinear.sweeps.checkpoints import INTERRUPTED, LAST
+from loglinear.sweeps.manifest import read_manifest, result_of, run_dir
 from loglinear.sweeps.train import FINISHED
 
 
@@ -26,7 +25,7 @@ class RunState:
 
     run_id: str
     status: str
-    task: Optional[str] = None
+    task: str | None = None
     detail: str = ""
     point: str = ""
 
@@ -49,7 +48,8 @@ def sweep_status(out: Path, with_queue: bool = True) -> list[RunState]:
         task = queued.get(task_id) if task_id else None
         if result.get("status") in FINISHED or (result and task is None):
             status = result.get("status", "failed")
-            detail = str(result.get("error", "")).splitlines()[0][:200] if status == "failed" and result.get("error") else ""
+            error = str(result.get("error") or "")
+            detail = error.splitlines()[0][:200] if status == "failed" and error else ""
             states.append(RunState(rid, status, task_id, detail, point))
         elif task is not None:
             detail = "" if task.running else task.reason + (f": {task.never_starts}" if task.never_starts else "")

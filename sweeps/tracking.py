@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import lightning as L
 
@@ -12,15 +12,16 @@ from loglinear.sweeps.metrics_file import MetricsFile
 
 class RunTracker(L.Callback):
     """Best `val/acc`, the first step where it exceeded the threshold, whether the run has stopped,
-    the latest validation's metrics, the wall time of earlier sessions of a resumed run, and how many metrics.csv rows were written
-    (`metrics` is saved with each checkpoint, so a resume keeps exactly the rows before it)."""
+    the latest validation's metrics, the wall time of earlier sessions of a resumed run, and how many
+    metrics.csv rows were written (`metrics` is saved with each checkpoint, so a resume keeps exactly the
+    rows before it)."""
 
-    def __init__(self, threshold: Optional[float], metrics: Optional[MetricsFile] = None) -> None:
+    def __init__(self, threshold: float | None, metrics: MetricsFile | None = None) -> None:
         self.threshold = threshold
         self.metrics = metrics
-        self.best: Optional[float] = None
-        self.steps_to_threshold: Optional[int] = None
-        self.last_val_step: Optional[int] = None
+        self.best: float | None = None
+        self.steps_to_threshold: int | None = None
+        self.last_val_step: int | None = None
         self.last_val: dict[str, float] = {}  # the metrics of the latest validation (the final one at the end)
         self.stopped = False
         self.elapsed_before = 0.0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 
 import torch
 from torch import Tensor
@@ -51,7 +51,7 @@ def _is_even(permutation: tuple[int, ...]) -> bool:
     return inversions % 2 == 0
 
 
-@lru_cache(maxsize=None)
+@cache
 def permutation_group(degree: int, alternating: bool = False) -> PermutationGroup:
     """S_degree, or A_degree when `alternating`."""
     elements = tuple(

@@ -8,7 +8,6 @@ from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.task import Task
 
-
 SCORED = ("every", "last")
 
 

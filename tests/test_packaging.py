@@ -1,4 +1,5 @@
-"""The repository's promises about itself: CI runs the README's test command; every package is installed."""
+"""The repository's promises about itself: CI runs the README's test command (lint, then tests); every package is
+installed."""
 
 import re
 import tomllib
@@ -15,6 +16,7 @@ def readme_commands() -> list[str]:
 def test_ci_runs_exactly_the_readme_test_command():
     install_and_run_main, install_and_test = readme_commands()[:2]
     assert "pytest" in install_and_test and "torch==2.13.0" in install_and_test
+    assert "ruff check" in install_and_test.split("pytest")[0], "the lint runs before the tests"
     assert install_and_test in (ROOT / ".ci" / "run").read_text().splitlines()
     assert "torch==2.13.0" in install_and_run_main
 

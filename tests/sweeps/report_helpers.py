@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 
-def run_entry(mixer: str, d_model: int, lr: float, seed: int, result: Optional[dict[str, Any]], *,
+def run_entry(mixer: str, d_model: int, lr: float, seed: int, result: dict[str, Any] | None, *,
               lambda_param: str = "softplus", task: str = "mqar", **point: Any) -> dict[str, Any]:
     config = {
         "data": {"task": task, "task_args": {"seq_len": 64}},
@@ -18,8 +18,8 @@ def run_entry(mixer: str, d_model: int, lr: float, seed: int, result: Optional[d
     return {"config": config, "point": varied, "result": result}
 
 
-def finished(acc: Optional[float], status: str = "max_steps", *, test_acc: Optional[float] = None,
-             test: Optional[dict[str, float]] = None, **extra: Any) -> dict[str, Any]:
+def finished(acc: float | None, status: str = "max_steps", *, test_acc: float | None = None,
+             test: dict[str, float] | None = None, **extra: Any) -> dict[str, Any]:
     """A result whose final validation accuracy is `acc` and test accuracy `test_acc` (default: `acc`)."""
     final_val = {} if acc is None else {"val/acc": acc}
     tested = {} if status == "diverged" else {"test/acc": acc if test_acc is None else test_acc, **(test or {})}
@@ -35,7 +35,8 @@ def make_sweep(folder: Path, entries: list[dict[str, Any]], name: str = "hand") 
         runs.append({"id": rid, "dir": f"runs/{rid}", "point": entry["point"], "args": [], "config": entry["config"]})
         if entry["result"] is not None:
             (folder / "runs" / rid).mkdir(parents=True)
-            (folder / "runs" / rid / "result.json").write_text(json.dumps({**entry["result"], "config": entry["config"]}))
+            result = {**entry["result"], "config": entry["config"]}
+            (folder / "runs" / rid / "result.json").write_text(json.dumps(result))
     varied = list(dict.fromkeys(k for e in entries for k in e["point"]))
     (folder / "manifest.json").write_text(json.dumps({"name": name, "varied_keys": varied, "zip": [], "runs": runs}))
     return folder

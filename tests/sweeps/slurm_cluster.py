@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 PARTITION = "debug"
 MAX_MINUTES = 60
@@ -40,8 +39,9 @@ class ClusterUnavailable(RuntimeError):
     """No cluster can run here; the message (one line) says why."""
 
 
-def _tool(name: str) -> Optional[str]:
-    return shutil.which(name) or next((p for d in ("/usr/sbin", "/sbin") if os.access(p := f"{d}/{name}", os.X_OK)), None)
+def _tool(name: str) -> str | None:
+    found = (p for d in ("/usr/sbin", "/sbin") if os.access(p := f"{d}/{name}", os.X_OK))
+    return shutil.which(name) or next(found, None)
 
 
 def install_packages() -> None:
@@ -49,7 +49,8 @@ def install_packages() -> None:
     if all(_tool(name) for name in NEEDED):
         return
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        raise ClusterUnavailable(f"Slurm is not installed and installing it needs root (apt-get install {' '.join(PACKAGES)})")
+        raise ClusterUnavailable("Slurm is not installed and installing it needs root "
+                                 f"(apt-get install {' '.join(PACKAGES)})")
     if not shutil.which("apt-get"):
         raise ClusterUnavailable(f"Slurm is not installed and there is no apt-get to install {' '.join(PACKAGES)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
@@ -87,7 +88,7 @@ class SlurmCluster:
         """What a client (sbatch, squeue, submitit) needs to talk to this cluster."""
         return {"SLURM_CONF": str(self.conf)}
 
-    def start(self) -> "SlurmCluster":
+    def start(self) -> SlurmCluster:
         if not sys.platform.startswith("linux"):
             raise ClusterUnavailable("a Slurm test cluster needs Linux")
         if os.geteuid() != 0:
@@ -103,7 +104,8 @@ class SlurmCluster:
         try:
             self._spawn("munged", [_tool("munged"), "--foreground", "--force", f"--socket={self.root / 'munge.socket'}",
                                    f"--key-file={self.root / 'munge.key'}", f"--pid-file={self.root / 'munged.pid'}",
-                                   f"--log-file={self.root / 'munged.log'}", f"--seed-file={self.root / 'munged.seed'}"])
+                                   f"--log-file={self.root / 'munged.log'}",
+                                   f"--seed-file={self.root / 'munged.seed'}"])
             self._wait(lambda: (self.root / "munge.socket").exists(), "munged did not create its socket")
             self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-c", "-f", str(self.conf)])
             self._spawn("slurmd", [_tool("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
@@ -115,7 +117,8 @@ class SlurmCluster:
 
     def run(self, *command: str, check: bool = True, timeout: float = 30) -> str:
         """A Slurm client command against this cluster; its stdout."""
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout, env={**os.environ, **self.env})
+        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout,
+                              env={**os.environ, **self.env})
         if check and done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
         return done.stdout
@@ -123,7 +126,8 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel every job, wait for the queue to empty, then end the daemons (slurmd first)."""
         if "slurmctld" in self.processes and self.processes["slurmctld"].poll() is None:
-            subprocess.run(["scancel", "--full", "--user", "root"], capture_output=True, env={**os.environ, **self.env}, timeout=30)
+            subprocess.run(["scancel", "--full", "--user", "root"], capture_output=True,
+                           env={**os.environ, **self.env}, timeout=30)
             deadline = time.monotonic() + KILL_WAIT_S + 20
             while time.monotonic() < deadline and self.run("squeue", "--noheader", check=False).strip():
                 time.sleep(0.5)
@@ -153,7 +157,8 @@ class SlurmCluster:
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("NodeName=")), "")
         fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
         if not {"NodeName", "CPUs", "RealMemory"} <= set(fields):
-            raise ClusterUnavailable(f"`slurmd -C` did not describe this machine: {done.stdout.strip() or done.stderr.strip()}")
+            said = done.stdout.strip() or done.stderr.strip()
+            raise ClusterUnavailable(f"`slurmd -C` did not describe this machine: {said}")
         return fields
 
     def _write_munge_key(self) -> None:
@@ -165,7 +170,8 @@ class SlurmCluster:
     def _write_conf(self, hardware: dict[str, str]) -> None:
         node_keys = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore")
         node = " ".join(f"{k}={hardware[k]}" for k in node_keys if k in hardware)
-        memory = max(1, int(hardware["RealMemory"]) - 256)  # a little under the detected memory, so the node is never drained for it
+        # a little under the detected memory, so the node is never drained for it
+        memory = max(1, int(hardware["RealMemory"]) - 256)
         for folder in ("ctld", "d"):
             (self.root / folder).mkdir(exist_ok=True)
         self.conf.write_text("\n".join([
@@ -203,7 +209,7 @@ class SlurmCluster:
             "",
         ]))
 
-    def _spawn(self, name: str, command: list[Optional[str]]) -> None:
+    def _spawn(self, name: str, command: list[str | None]) -> None:
         if None in command:
             raise ClusterUnavailable(f"{name} is not installed")
         log = open(self.root / f"{name}.out", "w")
@@ -221,7 +227,8 @@ class SlurmCluster:
             for name, process in self.processes.items():
                 if process.poll() is not None:
                     out = (self.root / f"{name}.out").read_text(errors="replace").strip().splitlines()
-                    raise ClusterUnavailable(f"{name} exited with status {process.returncode}: {out[-1] if out else 'no output'}")
+                    last = out[-1] if out else "no output"
+                    raise ClusterUnavailable(f"{name} exited with status {process.returncode}: {last}")
             if ready():
                 return
             time.sleep(0.5)

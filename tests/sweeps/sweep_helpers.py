@@ -27,7 +27,8 @@ TINY_BASE: dict[str, Any] = {
 }
 
 
-def write_spec(folder: Path, grid: dict[str, list], name: str = "tiny", zip_groups: list | None = None, **base: Any) -> Path:
+def write_spec(folder: Path, grid: dict[str, list], name: str = "tiny", zip_groups: list | None = None,
+               **base: Any) -> Path:
     """A spec file in `folder` on the tiny base (keys in `base` replace or extend it)."""
     merged = {**TINY_BASE, **base}
     for key in list(grid) + [k for group in zip_groups or [] for k in group]:

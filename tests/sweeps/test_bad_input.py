@@ -12,7 +12,8 @@ from loglinear.sweeps.train import read_result
 RUN = [
     "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",
     "data.batch_size=16", "data.val_size=32", "data.test_size=32", "model.mixer=attention", "model.d_model=16",
-    "model.attention_heads=2", "train.max_steps=4", "train.val_every=2", "logger.wandb.mode=disabled", "logger.progress=false",
+    "model.attention_heads=2", "train.max_steps=4", "train.val_every=2", "logger.wandb.mode=disabled",
+    "logger.progress=false",
 ]
 
 

@@ -122,7 +122,8 @@ def test_twice_interrupted_run_still_matches(tmp_path, whole):
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_the_command_exits_non_zero_with_one_line_on_a_signal(tmp_path, signum, code):
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "loglinear", "train", *RUN, "train.max_steps=100000", f"out_dir={out}"],
+    command = [sys.executable, "-m", "loglinear", "train", *RUN, "train.max_steps=100000", f"out_dir={out}"]
+    proc = subprocess.Popen(command,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 300
     while not (out / "last.ckpt").is_file() and proc.poll() is None and time.time() < deadline:

@@ -56,7 +56,7 @@ def target_profile(n_heads: int, n_distinct: int) -> torch.Tensor:
 
 def set_profile(model) -> None:
     """lambda independent of the input (the input projections zeroed) with the bias at the target profile."""
-    for mixer, head in zip([b.mixer for b in model.blocks], lambda_heads(model)):
+    for mixer, head in zip([b.mixer for b in model.blocks], lambda_heads(model), strict=True):
         mixer.in_proj.weight.zero_()
         if head.param.bias is not None:
             head.param.bias.copy_(head.param.inverse(target_profile(*head.param.bias.shape)))
@@ -73,7 +73,7 @@ def test_a_hand_set_profile_comes_out_exactly(tmp_path, lambda_param):
     tokens_level0 = 32 * 8 + 32 * 16  # every position of both validation sets
     with torch.no_grad(), capture_lambda(model.eval()) as captured:
         model(torch.randint(0, 16, (4, 16)))
-    for layer, ((lam,), head) in enumerate(zip(captured, lambda_heads(model))):
+    for layer, ((lam,), head) in enumerate(zip(captured, lambda_heads(model), strict=True)):
         expected = lam[0, 0]  # (H, L): the lambda the model uses, the same at every token
         assert (lam == expected).all()
         formula = head(torch.zeros(1, head.n_inputs), torch.zeros(1, head.n_heads))[0].detach()
@@ -150,7 +150,7 @@ def test_cuda_matches_cpu(tmp_path):
     make_run(tmp_path / "run")  # impl auto: the fused kernels on the GPU
     cpu = inspect_run(tmp_path / "run", device="cpu", plot=False).rows
     gpu = inspect_run(tmp_path / "run", device="cuda", plot=False).rows
-    for a, b in zip(cpu, gpu):
+    for a, b in zip(cpu, gpu, strict=True):
         assert (a.layer, a.head, a.level, a.tokens) == (b.layer, b.head, b.level, b.tokens)
         assert a.mean == pytest.approx(b.mean, rel=1e-3, abs=1e-5)
         assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)

@@ -16,9 +16,9 @@ import time
 import pytest
 import yaml
 
+from loglinear.sweeps import launchers
 from loglinear.sweeps.cli import sweep_main
 from loglinear.sweeps.config import load_run_config, to_container
-from loglinear.sweeps import launchers
 from loglinear.sweeps.launchers import TrainJob, parse_executor_args
 from loglinear.sweeps.runner import RunProcess
 from loglinear.sweeps.spec import SpecError, expand, load_spec, run_id
@@ -74,7 +74,7 @@ def test_wandb_agents_resolve_to_the_manifest_runs(wandb_sweep):
     runs = {r.run_id: r for r in expand(load_spec(spec_path))}
     parameters = {key: p["values"] for key, p in sweep["parameters"].items()}
     for values in itertools.product(*parameters.values()):
-        cfg = agent_config(agent_args(sweep, dict(zip(parameters, values))))
+        cfg = agent_config(agent_args(sweep, dict(zip(parameters, values, strict=True))))
         rid = run_id(cfg)
         assert rid in runs
         assert identity(cfg) == identity(runs.pop(rid).config)
@@ -90,7 +90,8 @@ def test_wandb_agents_write_into_the_runs_folder(wandb_sweep):
 
 
 def test_wandb_refuses_zip_groups(tmp_path, capsys):
-    spec_path = write_spec(tmp_path, {}, zip_groups=[{"model.mixer": ["attention", "mamba2"], "train.lr": [1.0e-3, 1.0e-2]}])
+    zipped = {"model.mixer": ["attention", "mamba2"], "train.lr": [1.0e-3, 1.0e-2]}
+    spec_path = write_spec(tmp_path, {}, zip_groups=[zipped])
     assert sweep_main(["wandb", str(spec_path), "--out", str(tmp_path / "out")]) == 2
     assert "cartesian" in capsys.readouterr().err
 
@@ -107,7 +108,8 @@ def test_submitit_job_array_fills_the_same_run_folders(tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     spec_path = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2"]})
     out = tmp_path / "out"
-    args = ["run", str(spec_path), "--out", str(out), "--launcher", "submitit", "--executor", "cluster=local", "--quiet"]
+    args = ["run", str(spec_path), "--out", str(out), "--launcher", "submitit", "--executor", "cluster=local",
+            "--quiet"]
     assert sweep_main(args) == 0
     for run in expand(load_spec(spec_path)):
         result = json.loads((out / "runs" / run.run_id / "result.json").read_text())
@@ -131,8 +133,10 @@ def test_a_wandb_agent_command_trains_the_same_run_as_sweep_run(tmp_path, monkey
     agent = subprocess.run([shutil.which("loglinear"), "train", *command], capture_output=True, text=True, timeout=600)
     assert agent.returncode == 0, agent.stderr
     assert sweep_cli("run", str(spec_path), "--out", str(sweep_out), "--quiet").returncode == 0
-    assert [p.name for p in (agent_out / "runs").iterdir()] == [p.name for p in (sweep_out / "runs").iterdir()] == [run.run_id]
-    by_agent, by_sweep = (json.loads((out / "runs" / run.run_id / "result.json").read_text()) for out in (agent_out, sweep_out))
+    names = [[p.name for p in (out / "runs").iterdir()] for out in (agent_out, sweep_out)]
+    assert names == [[run.run_id], [run.run_id]]
+    by_agent, by_sweep = (json.loads((out / "runs" / run.run_id / "result.json").read_text())
+                          for out in (agent_out, sweep_out))
     assert {k: v for k, v in by_agent.items() if k not in ("wall_time_s", "config")} == \
         {k: v for k, v in by_sweep.items() if k not in ("wall_time_s", "config")}
     assert identity(load_run_config(str(agent_out / "runs" / run.run_id / "config.yaml"), [])) == identity(run.config)
@@ -160,7 +164,8 @@ def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkey
     run: the run gets SIGINT, and the handler returns as soon as it exited (not after the grace period)."""
     submitit = pytest.importorskip("submitit")
     run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
-    child = "import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); print('ready', flush=True); time.sleep(120)"
+    child = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); "
+             "print('ready', flush=True); time.sleep(120)")
 
     def start_run(run, directory, env):
         process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)

@@ -10,6 +10,7 @@ import pytest
 
 from loglinear.sweeps.paired import COLUMNS, t_quantile
 from loglinear.sweeps.report import write_report
+
 from .report_helpers import finished, make_sweep, run_entry
 
 T_975 = {1: 12.7062047, 2: 4.3026527, 3: 3.1824463, 4: 2.7764451, 9: 2.2621572, 30: 2.0422725}
@@ -53,7 +54,8 @@ def read_csv(path):
 
 
 def hand_pairs(results: list[dict], d_model: str) -> list[float]:
-    """From results.csv: per mixer, the lr with the best mean val_score; then per shared seed, the test_score difference."""
+    """From results.csv: per mixer, the lr with the best mean val_score; then per shared seed, the test_score
+    difference."""
     def selected(mixer):
         rows = [r for r in results if r["mixer"] == mixer and r["d_model"] == d_model]
         by_lr = {}
@@ -75,7 +77,7 @@ def test_paired_csv_matches_a_hand_computation_from_results_csv(tmp_path):
     assert [(p["cell"], p["mixer"], p["baseline"]) for p in paired] == [
         ("d_model=16", "log_linear_mamba2", "mamba2"), ("d_model=32", "log_linear_mamba2", "mamba2"),
     ]
-    for row, d_model in zip(paired, ("16", "32")):
+    for row, d_model in zip(paired, ("16", "32"), strict=True):
         diffs = hand_pairs(results, d_model)
         n = len(diffs)
         mean = sum(diffs) / n
@@ -141,7 +143,8 @@ def test_sweep_without_pairs_says_so(tmp_path):
 
 
 def test_one_shared_seed_has_no_interval(tmp_path):
-    entries = [run_entry("mamba2", 16, 1e-3, 0, finished(0.5)), run_entry("log_linear_mamba2", 16, 1e-3, 0, finished(0.7))]
+    entries = [run_entry("mamba2", 16, 1e-3, 0, finished(0.5)),
+               run_entry("log_linear_mamba2", 16, 1e-3, 0, finished(0.7))]
     report = write_report(make_sweep(tmp_path, entries))
     assert "+20.0 points, 1 of 1 seeds (one pair: no interval)" in report.table
     assert report.table.rstrip().splitlines()[-1].startswith("No difference is significant")

@@ -136,15 +136,16 @@ def test_state_tracking_and_mqar_slices(tmp_path):
     pairs = {"test/acc/num_kv_pairs=4": 0.9, "test/acc/num_kv_pairs=64": 0.3}
     entries = [run_entry(m, 64, 1e-3, s, finished(0.995, test=lengths), task="parity", data="data/parity.yaml")
                for m in ("mamba2", "gated_deltanet") for s in range(2)]
-    entries += [run_entry("mamba2", 64, 1e-3, s, finished(0.5, test=pairs), data="data/mqar_paper.yaml") for s in range(2)]
+    entries += [run_entry("mamba2", 64, 1e-3, s, finished(0.5, test=pairs), data="data/mqar_paper.yaml")
+                for s in range(2)]
     report = write_report(make_sweep(tmp_path, entries))
     main = table_rows(report.table, 0)
     assert main[0] == ["Architecture", "task", "d_model 64"]
     assert row(main, "Mamba-2", "parity") == [">=99"]
     assert row(main, "Mamba-2", "mqar_paper") == ["50.0 (0.0)"]
     by_length = table_rows(report.table, 3)
-    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train) scaled", "64 seq %", "128 scaled", "128 seq %",
-                            "512 scaled", "512 seq %"]
+    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train) scaled", "64 seq %",
+                            "128 scaled", "128 seq %", "512 scaled", "512 seq %"]
     # parity has 2 classes: scaled accuracy 2 acc - 1 (chance 0), beside full-sequence accuracy in %
     assert row(by_length, "Gated DeltaNet", "parity", "64") == [
         "1.00 (0.00)", "90.0 (0.0)", "0.60 (0.00)", "25.0 (0.0)", "0.00 (0.00)", "0.0 (0.0)"]

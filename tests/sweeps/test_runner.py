@@ -75,7 +75,8 @@ def test_tiny_sweep_isolates_failing_runs_and_reports(tmp_path, monkeypatch, cap
     assert "failed 2, running 0, pending 0 / total 4" in captured.err
     table = (out / "table.md").read_text()
     assert table in captured.out
-    assert "[1/3] |" in table.split("| Transformer |")[1].splitlines()[0]  # 3 attention runs share a cell (zipped with the seed)
+    # 3 attention runs share a cell (zipped with the seed)
+    assert "[1/3] |" in table.split("| Transformer |")[1].splitlines()[0]
     assert "| Mamba-2 |" in table
     missing = table.split("## Missing or failed runs")[1]
     assert runs[2].run_id in missing and runs[3].run_id in missing and runs[0].run_id not in missing
@@ -91,7 +92,8 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     first, second, third = [tmp_path / "out" / "runs" / r.run_id for r in expand(load_spec(spec_path))]
     command = [sys.executable, "-m", "loglinear", "sweep", "run", str(spec_path), "--out", str(tmp_path / "out")]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}  # one thread, whatever else runs on the machine
-    sweep = subprocess.Popen([*command, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    sweep = subprocess.Popen([*command, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=env)
     try:
         deadline = time.monotonic() + 240
         while not ((first / "result.json").is_file() and (second / "last.ckpt").is_file()):

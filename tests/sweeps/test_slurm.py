@@ -95,8 +95,8 @@ def _status_with(out: Path, *wanted: str):
 def test_a_job_slurm_can_never_start_ends_the_command_in_one_line(slurm_cluster, tmp_path):
     spec = write_spec(tmp_path, {"model.mixer": ["attention"]})
     out = tmp_path / "out"
-    too_big = sweep_cli("run", str(spec), "--out", str(out), *SLURM, "--executor", f"cpus_per_task={slurm_cluster.cpus * 32}",
-                        "--quiet", timeout=120)
+    too_big = sweep_cli("run", str(spec), "--out", str(out), *SLURM,
+                        "--executor", f"cpus_per_task={slurm_cluster.cpus * 32}", "--quiet", timeout=120)
     assert too_big.returncode == 2
     error = too_big.stderr.strip().splitlines()[-1]
     assert "PartitionConfig" in error and "Traceback" not in too_big.stderr
@@ -109,7 +109,8 @@ def test_a_job_slurm_can_never_start_ends_the_command_in_one_line(slurm_cluster,
 ])
 def test_submission_errors_are_one_line(slurm_cluster, tmp_path, executor, words):
     spec = write_spec(tmp_path, {"model.mixer": ["attention"]})
-    done = sweep_cli("run", str(spec), "--out", str(tmp_path / "out"), *SLURM, "--executor", executor, "--quiet", timeout=120)
+    done = sweep_cli("run", str(spec), "--out", str(tmp_path / "out"), *SLURM, "--executor", executor, "--quiet",
+                     timeout=120)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("loglinear sweep: error:") and words in lines[0].lower(), done.stderr
@@ -130,20 +131,22 @@ def test_a_requeued_or_timed_out_task_resumes_its_run_from_its_checkpoint(slurm_
     run = expand(load_spec(spec))[0]
     out = tmp_path / "out"
     directory = out / "runs" / run.run_id
-    sweep = subprocess.Popen([sys.executable, "-m", "loglinear", "sweep", "run", str(spec), "--out", str(out), *SLURM, "--quiet"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "loglinear", "sweep", "run", str(spec), "--out", str(out), *SLURM, "--quiet"]
+    sweep = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     wait_for(lambda: (directory / "last.ckpt").is_file(), "the run's first checkpoint")
     (task,) = json.loads((out / "slurm_jobs.json").read_text())["jobs"][0]["tasks"]
     kept = []
+    queue = ("squeue", "--noheader", "--array", "--format=%T", f"--jobs={task}")
     for stop in (["scontrol", "requeue", task], ["scancel", "--signal=USR2", task]):
         slurm_cluster.run(*stop)
-        wait_for(lambda: "PENDING" in slurm_cluster.run("squeue", "--noheader", "--array", "--format=%T", f"--jobs={task}"),
-                 f"the task back in the queue after {' '.join(stop)}")
+        wait_for(lambda: "PENDING" in slurm_cluster.run(*queue), f"the task back in the queue after {' '.join(stop)}")
         assert not (directory / "result.json").is_file()
         kept.append(metric_rows(directory))
         requeued = time.time()
-        slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")  # Slurm holds a requeued job back 2 minutes
-        wait_for(lambda: (directory / "last.ckpt").stat().st_mtime > requeued, "a checkpoint of the resumed run")
+        # Slurm holds a requeued job back 2 minutes
+        slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")
+        wait_for(lambda since=requeued: (directory / "last.ckpt").stat().st_mtime > since,
+                 "a checkpoint of the resumed run")
     stdout, stderr = sweep.communicate(timeout=600)
     assert sweep.returncode == 0, stderr
     result = json.loads((directory / "result.json").read_text())
@@ -155,8 +158,9 @@ def test_a_requeued_or_timed_out_task_resumes_its_run_from_its_checkpoint(slurm_
         assert len(before) >= 2 and [row for row in before if row in rows] == before
 
     reference = tmp_path / "reference"
-    train = subprocess.run([sys.executable, "-m", "loglinear", "train", str(directory / "config.yaml"), f"out_dir={reference}"],
-                           capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    command = [sys.executable, "-m", "loglinear", "train", str(directory / "config.yaml"), f"out_dir={reference}"]
+    train = subprocess.run(command, capture_output=True, text=True, timeout=600,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert train.returncode == 0, train.stderr
     expected = json.loads((reference / "result.json").read_text())
     for key in ("status", "step", "val_accuracy", "steps_to_threshold", "final_val", "test", "params"):

@@ -9,17 +9,18 @@ import pytest
 
 from loglinear.sweeps import slurm
 from loglinear.sweeps.cli import sweep_main
+from loglinear.sweeps.files import write_json_atomic
 from loglinear.sweeps.launchers import partition_defaults
 from loglinear.sweeps.manifest import write_manifest
 from loglinear.sweeps.slurm import JOBS_FILE, Partition, QueuedTask, SlurmError, gpus_in, minutes
 from loglinear.sweeps.spec import expand, load_spec
 from loglinear.sweeps.status import format_status, sweep_status
-from loglinear.sweeps.files import write_json_atomic
 
 from .sweep_helpers import write_spec
 
 SINFO = "debug*|2|(null)|1:00:00\ngpu|64|gpu:a100:8(S:0-1)|2-00:00:00\nbig|128+|gpu:4,gpu:v100:4|infinite\n"
-SQUEUE = "12_0|RUNNING|None\n12_1|PENDING|JobArrayTaskLimit\n12_2|PENDING|ReqNodeNotAvail, UnavailableNodes:n1\n9|PENDING|Priority\n"
+SQUEUE = ("12_0|RUNNING|None\n12_1|PENDING|JobArrayTaskLimit\n12_2|PENDING|ReqNodeNotAvail, UnavailableNodes:n1\n"
+          "9|PENDING|Priority\n")
 
 
 @pytest.fixture
@@ -36,8 +37,8 @@ def fake_slurm(monkeypatch):
 
 
 def test_gres_and_time_limits():
-    assert [gpus_in(g) for g in ("(null)", "gpu:4", "gpu:a100:4(S:0-1)", "gpu:a100:2,gpu:v100:2", "gpu", "mps:100,gpu:2")] == \
-        [0, 4, 4, 4, 1, 2]
+    gres = ("(null)", "gpu:4", "gpu:a100:4(S:0-1)", "gpu:a100:2,gpu:v100:2", "gpu", "mps:100,gpu:2")
+    assert [gpus_in(g) for g in gres] == [0, 4, 4, 4, 1, 2]
     assert [minutes(t) for t in ("infinite", "30", "5:30", "1:00:00", "2-00:00:00", "2-12", "1-02:03:04")] == \
         [None, 30, 5, 60, 2880, 3600, 1563]
 
@@ -52,9 +53,12 @@ def test_partitions_from_sinfo(fake_slurm):
 
 def test_defaults_fit_the_partition(fake_slurm):
     assert partition_defaults({"slurm_partition": "debug"}) == {"timeout_min": 60, "cpus_per_task": 1}
-    assert partition_defaults({"slurm_partition": "gpu"}) == {"timeout_min": 24 * 60, "gpus_per_node": 1, "cpus_per_task": 8}
-    assert partition_defaults({"slurm_partition": "big", "slurm_gres": "gpu:v100:1", "timeout_min": 5}) == {"cpus_per_task": 8}
-    assert partition_defaults({"slurm_partition": "gpu", "gpus_per_node": 2, "cpus_per_task": 4, "slurm_time": "1:00:00"}) == {}
+    assert partition_defaults({"slurm_partition": "gpu"}) == \
+        {"timeout_min": 24 * 60, "gpus_per_node": 1, "cpus_per_task": 8}
+    assert partition_defaults({"slurm_partition": "big", "slurm_gres": "gpu:v100:1", "timeout_min": 5}) == \
+        {"cpus_per_task": 8}
+    given = {"slurm_partition": "gpu", "gpus_per_node": 2, "cpus_per_task": 4, "slurm_time": "1:00:00"}
+    assert partition_defaults(given) == {}
 
 
 def test_queue_lists_the_tasks_of_the_jobs_asked_for(fake_slurm):
@@ -79,7 +83,8 @@ def test_sweep_status_from_run_folders_and_the_queue(tmp_path, fake_slurm):
     out = tmp_path / "out"
     write_manifest(out, spec, runs)
     write_json_atomic(out / "runs" / runs[0].run_id / "result.json", {"status": "max_steps"})
-    write_json_atomic(out / "runs" / runs[1].run_id / "result.json", {"status": "failed", "error": "ValueError: boom\nmore"})
+    failed = {"status": "failed", "error": "ValueError: boom\nmore"}
+    write_json_atomic(out / "runs" / runs[1].run_id / "result.json", failed)
     (out / "runs" / runs[5].run_id).mkdir(parents=True)
     (out / "runs" / runs[5].run_id / "last.ckpt").write_bytes(b"checkpoint")
     tasks = {"12_0": runs[2].run_id, "12_1": runs[3].run_id, "12_2": runs[4].run_id, "12_3": runs[5].run_id}

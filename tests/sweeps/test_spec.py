@@ -67,10 +67,12 @@ def test_expansion_is_the_cartesian_product_times_the_zip_rows():
     assert len(runs) == 2 * 3 * 2
     assert len({r.run_id for r in runs}) == len(runs)
     expected = itertools.product(["attention", "mamba2"], [1.0e-3, 3.0e-3, 1.0e-2], [(16, 1), (32, 2)])
-    for run, (mixer, lr, (d_model, heads)) in zip(runs, expected):
-        assert run.point == {"model.mixer": mixer, "train.lr": lr, "model.d_model": d_model, "model.attention_heads": heads}
+    for run, (mixer, lr, (d_model, heads)) in zip(runs, expected, strict=True):
+        assert run.point == {"model.mixer": mixer, "train.lr": lr, "model.d_model": d_model,
+                             "model.attention_heads": heads}
         cfg = run.config
-        assert (cfg.model.mixer, cfg.train.lr, cfg.model.d_model, cfg.model.attention_heads) == (mixer, lr, d_model, heads)
+        got = (cfg.model.mixer, cfg.train.lr, cfg.model.d_model, cfg.model.attention_heads)
+        assert got == (mixer, lr, d_model, heads)
         assert run.args[-4:] == [override(k, v) for k, v in run.point.items()]
 
 
@@ -106,14 +108,16 @@ def test_overrides_read_back_as_the_same_value(value):
 def test_group_files_in_the_grid_are_found_beside_the_spec_and_in_configs(tmp_path):
     (tmp_path / "my_parity.yaml").write_text("task: parity\ntask_args: {seq_len: 8}\nval_size: 16\ntest_size: 16\n")
     base = {k: v for k, v in TINY_BASE.items() if not k.startswith("data.")}
-    spec = parse_spec({"name": "t", "base": base, "grid": {"data": ["my_parity.yaml", "data/s3.yaml"]}}, tmp_path / "t.yaml")
+    grid = {"data": ["my_parity.yaml", "data/s3.yaml"]}
+    spec = parse_spec({"name": "t", "base": base, "grid": grid}, tmp_path / "t.yaml")
     assert spec.grid["data"] == [str((tmp_path / "my_parity.yaml").resolve()), "data/s3.yaml"]
     assert [r.config.data.task for r in expand(spec)] == ["parity", "s3"]
 
 
 def test_resolved_configs_round_trip_through_yaml():
     """The runner hands each run its resolved config.yaml; `loglinear train` must read it back unchanged."""
-    for run in expand(spec_of(grid={"model.mixer": ["attention", "log_linear_gated_deltanet"], "data.task_args.num_kv_pairs": [1, [1, 2]]})):
+    grid = {"model.mixer": ["attention", "log_linear_gated_deltanet"], "data.task_args.num_kv_pairs": [1, [1, 2]]}
+    for run in expand(spec_of(grid=grid)):
         text = to_yaml(run.config)
         assert to_yaml(resolve(OmegaConf.create(text))) == text
 
@@ -138,7 +142,7 @@ def test_dry_run_lists_the_runs_and_a_bad_spec_exits_2(tmp_path, capsys):
 def diagonal(spec: SweepSpec) -> SweepSpec:
     """A spec whose runs take every value of every varied key (run i takes value i mod n of each axis)."""
     axes = [[{k: v} for v in vs] for k, vs in spec.grid.items()]
-    axes += [[dict(zip(group, row)) for row in zip(*group.values())] for group in spec.zip]
+    axes += [[dict(zip(group, row, strict=True)) for row in zip(*group.values(), strict=True)] for group in spec.zip]
     columns: dict[str, list] = {}
     for i in range(max(len(axis) for axis in axes)):
         for axis in axes:

@@ -83,7 +83,7 @@ def test_stream_resumed_at_step_k_is_the_tail_of_the_full_stream():
     train = training_set(DataConfig(**SMALL))
     full = list(itertools.islice(TrainStream(train, 4, seed=3), 10))
     resumed = list(itertools.islice(TrainStream(train, 4, seed=3, start_step=6), 4))
-    assert all(same(a, b) for a, b in zip(full[6:], resumed))
+    assert all(same(a, b) for a, b in zip(full[6:], resumed, strict=True))
     assert not same(full[0], full[1])
 
 
@@ -129,13 +129,13 @@ def test_validation_on_eval_sets_uses_validation_seeds():
     assert module.val_set_names == module.test_set_names
     val, test = list(module.val_dataloader()), list(module.test_dataloader())
     assert [b["inputs"].shape for b in val[:4]] == [b["inputs"].shape for b in test[:4]]
-    assert not any(same(v, t) for v, t in zip(val, test))
+    assert not any(same(v, t) for v, t in zip(val, test, strict=True))
 
 
 def test_evaluation_sets_are_fixed_and_disjoint_from_training():
     module = SyntheticDataModule(SMALL)
     val = list(module.val_dataloader())
-    assert all(same(a, b) for a, b in zip(val, module.val_dataloader()))
+    assert all(same(a, b) for a, b in zip(val, module.val_dataloader(), strict=True))
     train = list(itertools.islice(module.train_dataloader(), 50))
     assert not any(same(v, t) for v in val for t in train if v["inputs"].shape == t["inputs"].shape)
     assert len(FixedBatches(module.val_sets, 10, 4, 3, "validation")) == 3

@@ -25,7 +25,8 @@ def test_first_occurrences_marks_first_in_range_values(rows, width, limits, seed
     draws = torch.randint(0, max(limits), (len(limits) * rows, width), generator=torch.Generator().manual_seed(seed))
     bounds = [limit for limit in limits for _ in range(rows)]
     expected = [
-        [v < bound and v not in row[:j] for j, v in enumerate(row)] for row, bound in zip(draws.tolist(), bounds)
+        [v < bound and v not in row[:j] for j, v in enumerate(row)]
+        for row, bound in zip(draws.tolist(), bounds, strict=True)
     ]
     assert first_occurrences(draws, limits, rows).tolist() == expected
 
@@ -39,7 +40,7 @@ def test_distinct_draws_are_distinct_and_in_range(rows, k, extra, seed):
     limits = [k + e for e in extra]
     drawn = sample_distinct(rows, k, limits, torch.Generator().manual_seed(seed))
     assert drawn.shape == (len(limits), rows, k) and drawn.dtype == torch.int64
-    for block, limit in zip(drawn, limits):
+    for block, limit in zip(drawn, limits, strict=True):
         assert block.min() >= 0 and block.max() < limit
         assert all(len(set(row)) == k for row in block.tolist())
 
@@ -50,7 +51,7 @@ def test_distinct_draws_are_distinct_and_in_range(rows, k, extra, seed):
 def test_ordered_tuples_are_uniform(limits):
     k, rows = 2, 30000
     drawn = sample_distinct(rows, k, limits, torch.Generator().manual_seed(1))
-    for block, n in zip(drawn, limits):
+    for block, n in zip(drawn, limits, strict=True):
         codes = block[:, 0] * n + block[:, 1]
         counts = codes.bincount(minlength=n * n).view(n, n)
         assert counts.diagonal().sum() == 0

@@ -19,7 +19,7 @@ seeds = st.integers(0, 2**63 - 1)
 @given(seq_len=lengths, seed=seeds)
 def test_parity_targets_are_running_xor(seq_len, seed):
     batch = get_task("parity", seq_len=seq_len).sample(8, seed)
-    for bits, targets in zip(batch.inputs.tolist(), batch.targets.tolist()):
+    for bits, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
         assert set(bits) <= {0, 1}
         assert targets == [sum(bits[: t + 1]) % 2 for t in range(seq_len)]
 
@@ -40,7 +40,7 @@ def test_cycle_nav_scores_the_final_node(seq_len, cycle_length, seed):
     task = get_task("cycle_nav", seq_len=seq_len, cycle_length=cycle_length)
     batch = task.sample(8, seed)
     assert task.num_classes == cycle_length and task.vocab_size >= 3
-    for moves, targets in zip(batch.inputs.tolist(), batch.targets.tolist()):
+    for moves, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
         node = 0
         for move in moves:
             node = (node + {0: -1, 1: 0, 2: 1}[move]) % cycle_length
@@ -61,7 +61,7 @@ def test_mod_arith_answer_is_the_expression_value(name, half_length, modulus, mu
     task = get_task(name, seq_len=2 * half_length, modulus=modulus, mult=mult)
     batch = task.sample(8, seed)
     assert task.vocab_size == modulus + 6 and task.num_classes == modulus
-    for tokens, targets in zip(batch.inputs.tolist(), batch.targets.tolist()):
+    for tokens, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
         text = decode_expression(tokens, modulus)
         assert text.endswith("=") and text.count("=") == 1
         if name == "mod_arith":
@@ -105,7 +105,7 @@ def test_word_problem_targets_are_prefix_products(name, seq_len, seed):
     task = get_task(name, seq_len=seq_len)
     assert task.vocab_size == task.num_classes == order == len(elements)
     batch = task.sample(6, seed)
-    for word, targets in zip(batch.inputs.tolist(), batch.targets.tolist()):
+    for word, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
         product = elements[word[0]]
         expected = [word[0]]
         for x in word[1:]:
@@ -113,7 +113,7 @@ def test_word_problem_targets_are_prefix_products(name, seq_len, seed):
             expected.append(elements.index(product))
         assert targets == expected
         if name == "s5_transpositions":
-            assert all(sum(a != b for a, b in zip(elements[x], range(degree))) == 2 for x in word)
+            assert all(sum(a != b for a, b in zip(elements[x], range(degree), strict=True)) == 2 for x in word)
 
 
 def test_word_problem_inputs_cover_the_group():
@@ -125,12 +125,12 @@ def test_word_problem_inputs_cover_the_group():
 @given(half_length=st.integers(2, 30), p_ignore=st.sampled_from([0.0, 0.1, 0.8, 0.98, 1.0]), seed=seeds)
 def test_flip_flop_reads_return_the_last_write(half_length, p_ignore, seed):
     batch = get_task("flip_flop", seq_len=2 * half_length, p_ignore=p_ignore).sample(8, seed)
-    for tokens, targets in zip(batch.inputs.tolist(), batch.targets.tolist()):
+    for tokens, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
         instructions, bits = tokens[0::2], tokens[1::2]
         assert instructions[0] == 2 and instructions[-1] == 3
         assert set(instructions) <= {2, 3, 4} and set(bits) <= {0, 1}
         last = None
-        for i, (instruction, bit) in enumerate(zip(instructions, bits)):
+        for i, (instruction, bit) in enumerate(zip(instructions, bits, strict=True)):
             if instruction == 2:
                 last = bit
             if instruction == 3:

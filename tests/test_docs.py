@@ -1,0 +1,313 @@
+"""The docs state names and numbers of the code: these tests keep each one true, both ways where a page
+claims to list everything (every task, every config key, every file name, every command)."""
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import json
+import re
+import signal
+import typing
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import MISSING
+from torch.overrides import TorchFunctionMode
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted(DOCS.glob("*.md"))
+
+
+def page(name: str) -> str:
+    return (DOCS / name).read_text()
+
+
+def sections(text: str) -> dict[str, str]:
+    """Heading line (without the #s) -> the text up to the next heading of any level."""
+    parts = re.split(r"^#+ (.*)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def tables(text: str) -> list[list[list[str]]]:
+    """Every markdown table in `text`: rows of cells, the header row first, the |---| row dropped."""
+    found, current = [], []
+    for line in text.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not all(re.fullmatch(r"-+", c) for c in cells):
+                current.append(cells)
+        elif current:
+            found.append(current)
+            current = []
+    return found
+
+
+def table_with(text: str, header: str) -> list[list[str]]:
+    """The body of the one table in `text` whose first header cell is `header`."""
+    (table,) = [t for t in tables(text) if t[0][0] == header]
+    return table[1:]
+
+
+def code(cell: str) -> str:
+    """The text of a cell that is one `code span`."""
+    match = re.fullmatch(r"`([^`]+)`", cell)
+    assert match, f"expected one `code` span, got {cell!r}"
+    return match.group(1)
+
+
+def code_spans(text: str) -> list[str]:
+    return re.findall(r"`([^`]+)`", text)
+
+
+def default_text(value: object) -> str:
+    """A default as the docs write it (YAML spelling)."""
+    if value is inspect.Parameter.empty or value is dataclasses.MISSING or value == MISSING:
+        return "required"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    return str(value)
+
+
+# --- tasks.md -------------------------------------------------------------------------------------
+
+
+def test_every_task_is_documented_with_its_arguments_and_defaults():
+    from loglinear.synthetics.registry import TASKS, task_arguments
+
+    documented = {}
+    for heading, body in sections(page("tasks.md")).items():
+        for name in code_spans(heading):
+            documented[name] = {code(row[0]): row[1] for row in table_with(body, "argument")}
+    assert sorted(documented) == sorted(TASKS)
+    for name, arguments in documented.items():
+        expected = {k: default_text(p.default) for k, p in task_arguments(name).items()}
+        assert arguments == expected, name
+
+
+# --- runs.md --------------------------------------------------------------------------------------
+
+
+def config_keys(cls: type, prefix: str = "") -> dict[str, str]:
+    """Every leaf key of a config dataclass (nested groups flattened with dots) -> its default as text."""
+    hints = typing.get_type_hints(cls)
+    keys = {}
+    for f in dataclasses.fields(cls):
+        kind = hints[f.name]
+        if dataclasses.is_dataclass(kind):
+            keys.update(config_keys(kind, f"{prefix}{f.name}."))
+            continue
+        has_factory = f.default_factory is not dataclasses.MISSING
+        keys[prefix + f.name] = default_text(f.default_factory() if has_factory else f.default)
+    return keys
+
+
+def test_every_run_config_key_is_documented_with_its_default():
+    from loglinear.sweeps.config import RunConfig
+
+    documented = {}
+    for table in tables(page("runs.md")):
+        if table[0][0] == "key":
+            documented.update({code(row[0]): row[1] for row in table[1:]})
+    assert documented == config_keys(RunConfig)
+
+
+def test_the_mixer_and_lambda_choices_are_the_registries():
+    from loglinear.models import LAMBDA_PARAMS, MIXERS
+
+    rows = {}
+    for table in tables(page("runs.md")):
+        if table[0][0] == "key":
+            rows.update({code(row[0]): row[2] for row in table[1:]})
+    assert code_spans(rows["model.mixer"]) == list(MIXERS.names())
+    assert code_spans(rows["model.lambda_param"]) == list(LAMBDA_PARAMS.names())
+
+
+def test_run_folder_files_are_the_names_the_code_writes():
+    from loglinear.sweeps import checkpoints, lambda_inspect, manifest, metrics_file, train
+
+    written = {train.CONFIG, train.RESULT, train.LOCK, checkpoints.LAST, checkpoints.INTERRUPTED,
+               checkpoints.CORRUPT_SUFFIX, metrics_file.METRICS, manifest.LOG, lambda_inspect.LEVELS_CSV,
+               lambda_inspect.LEVELS_PNG, "wandb/"}  # wandb/ is named by wandb itself
+    body = sections(page("runs.md"))["The run folder"]
+    assert {code(row[0]) for row in table_with(body, "file")} == written
+
+
+def test_result_statuses_are_the_code_statuses():
+    from loglinear.sweeps.train import FINISHED, STATUSES
+
+    body = sections(page("runs.md"))["The run folder"]
+    rows = table_with(body, "status")
+    assert [code(row[0]) for row in rows] == list(STATUSES)
+    assert [code(row[0]) for row in rows if row[2] == "yes"] == list(FINISHED)
+
+
+def test_sweep_folder_files_are_the_names_the_code_writes():
+    from loglinear.sweeps import lambda_plots, launchers, manifest, report, runner, slurm
+
+    written = {manifest.MANIFEST, manifest.RUNS, runner.LOCK, report.CSV, report.PAIRED_CSV, report.TABLE,
+               slurm.JOBS_FILE, launchers.SUBMITIT_FOLDER, launchers.WANDB_FILE, lambda_plots.REPORT}
+    body = sections(page("runs.md"))["The sweep folder"]
+    assert {code(row[0]) for row in table_with(body, "file")} == written
+
+
+def subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def options(parser: argparse.ArgumentParser) -> set[str]:
+    return {o for a in parser._actions for o in a.option_strings if o not in ("-h", "--help")}
+
+
+def test_commands_and_options_are_the_cli_ones(capsys):
+    from loglinear.cli import COMMANDS
+    from loglinear.sweeps.cli import _parser
+    from loglinear.sweeps.lambda_inspect import inspect_main
+
+    text = sections(page("runs.md"))["Commands and exit status"]
+    commands = [code(row[0]).split()[1:] for row in table_with(text, "command")]
+    assert sorted({c[0] for c in commands}) == sorted(COMMANDS)
+    sweep = subcommands(_parser())
+    assert [c[1] for c in commands if c[0] == "sweep"] == list(sweep)
+
+    assert inspect_main(["--help"]) == 0
+    inspect_options = set(re.findall(r"(--[a-z][a-z-]*)", capsys.readouterr().out)) - {"--help"}
+    cli_options = set().union(inspect_options, *(options(p) for p in sweep.values()))
+    mentioned = set(re.findall(r"`(--[a-z][a-z-]*)", text))
+    assert mentioned - {"--help"} == cli_options
+
+
+def test_train_exit_statuses_are_the_ones_the_code_returns():
+    from loglinear.cli import TRAIN_HELP
+    from loglinear.sweeps.interrupt import Interrupted
+
+    text = sections(page("runs.md"))["Commands and exit status"]
+    documented = [int(row[0]) for row in table_with(text, "exit status")]
+    said = [int(n) for n in re.findall(r"\b(\d+) (?:finished|failed|bad|interrupted|by)", TRAIN_HELP)]
+    assert documented == said == [0, 1, 2, Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code]
+
+
+# --- operator.md ----------------------------------------------------------------------------------
+
+
+def test_the_implementations_are_the_registered_ones():
+    from loglinear.kernels import IMPLS
+
+    body = sections(page("operator.md"))["Implementations (`impl=`)"]
+    assert [code(row[0]) for row in table_with(body, "`impl`")] == [*IMPLS, "auto"]
+
+
+def test_num_levels_table():
+    from loglinear.kernels import num_levels
+
+    body = sections(page("operator.md"))["Fenwick levels"]
+    (table,) = tables(body)
+    ns, levels = table[0][1:], table[1][1:]
+    assert [num_levels(int(n)) for n in ns] == [int(x) for x in levels]
+
+
+_HOST_READS = {torch.Tensor.__bool__, torch.Tensor.__int__, torch.Tensor.__float__, torch.Tensor.__index__,
+               torch.Tensor.item, torch.Tensor.tolist}
+
+
+class _CountHostReads(TorchFunctionMode):
+    """Counts the tensor methods that bring a value to the host (each one a sync on an accelerator)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.count += func in _HOST_READS
+        return func(*args, **(kwargs or {}))
+
+
+def _reads(checks: bool, delta: bool, final_state: bool, initial_state: bool) -> int:
+    from loglinear.kernels import log_linear_attn, num_levels, value_checks
+
+    generator = torch.Generator().manual_seed(0)
+    B, T, H, K = 2, 40, 2, 8
+    q, k, v = (torch.randn(B, T, H, K, generator=generator) for _ in range(3))
+    g = -torch.rand(B, T, H, generator=generator)
+    lam = torch.rand(B, T, H, num_levels(2 * T), generator=generator)
+    beta = torch.rand(B, T, H, generator=generator) if delta else None
+    state = None
+    if initial_state:
+        _, state = log_linear_attn(q, k, v, g, lam, beta, output_final_state=True, impl="chunk")
+    with value_checks(checks), _CountHostReads() as counter:
+        log_linear_attn(q, k, v, g, lam, beta, initial_state=state, output_final_state=final_state, impl="chunk")
+    return counter.count
+
+
+def test_host_reads_of_the_chunk_path():
+    body = sections(page("operator.md"))["Value checks and host synchronisation"]
+    rows = {row[0]: int(row[1]) for row in table_with(body, "reads per call")}
+    layout = _reads(checks=False, delta=False, final_state=False, initial_state=False)
+    assert layout == rows["layout, `output_final_state=False`"]
+    assert _reads(checks=False, delta=True, final_state=False, initial_state=False) == layout
+    with_final = _reads(checks=False, delta=False, final_state=True, initial_state=False)
+    assert with_final == rows["layout, `output_final_state=True`"]
+    assert _reads(checks=True, delta=False, final_state=True, initial_state=False) - with_final == \
+        rows["value checks, `beta=None`"]
+    assert _reads(checks=True, delta=True, final_state=True, initial_state=False) - with_final == \
+        rows["value checks, with `beta`"]
+    assert _reads(checks=False, delta=True, final_state=True, initial_state=True) - with_final == \
+        rows["with an `initial_state`, in addition"]
+
+
+# --- links ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_to_files(path):
+    for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        assert (path.parent / target.split("#")[0]).exists(), f"{path.name} links to missing {target}"
+
+
+def test_the_index_lists_every_page_and_the_readme_links_it_at_the_top():
+    linked = set(re.findall(r"\]\(([^)]+\.md)\)", page("README.md")))
+    assert linked >= {p.name for p in PAGES if p.name != "README.md"}
+    top = (ROOT / "README.md").read_text().split("\n## ")[0]
+    assert "(docs/README.md)" in top
+
+
+def test_the_readme_lists_every_train_and_logger_key():
+    from loglinear.models.lit import TrainConfig
+    from loglinear.sweeps.config import LoggerConfig
+
+    readme = (ROOT / "README.md").read_text()
+    for group, cls in (("train", TrainConfig), ("logger", LoggerConfig)):
+        match = re.search(rf"`{group}`\s+\(`{cls.__name__}`, `[^`]+`: (.*?)\)", readme, re.S)
+        assert match, f"the README's list of {group} keys"
+        assert code_spans(match.group(1)) == list(config_keys(cls)), group
+
+
+def imported_subpackages(folder: str) -> set[str]:
+    """The `loglinear.X` names (X a subpackage or a module of loglinear/) that the files of `folder` import."""
+    names = set()
+    for path in (ROOT / folder).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names.update(m.split(".")[1] for m in modules if m.startswith("loglinear."))
+    return names
+
+
+def test_imports_point_the_way_the_readme_says():
+    """README, Layout: models import kernels; sweeps import models and synthetics; synthetics imports
+    neither kernels nor models; nothing below the command imports it."""
+    imports = {folder: imported_subpackages(folder) for folder in ("kernels", "models", "synthetics", "sweeps")}
+    assert "kernels" in imports["models"] and {"models", "synthetics"} <= imports["sweeps"]
+    assert not imports["kernels"] & {"models", "synthetics", "sweeps", "cli"}
+    assert not imports["models"] & {"synthetics", "sweeps", "cli"}
+    assert not imports["synthetics"] & {"kernels", "models", "sweeps", "cli"}
+    assert "cli" not in imports["sweeps"]
