@@ -176,6 +176,7 @@ class LambdaHead(nn.Module):
         self.n_heads, self.n_levels = n_heads, n_levels
         n_distinct = n_levels if share_from is None else min(n_levels, share_from + 1)
         self.register_buffer("index", torch.arange(n_levels).clamp(max=n_distinct - 1), persistent=False)
+        self.register_buffer("slots", torch.arange(n_distinct), persistent=False)
         self.param = LAMBDA_PARAMS[lambda_param](n_heads, n_distinct, bias_init)
         self.n_inputs = n_heads * n_distinct if self.param.data_dependent else 0
 
@@ -193,8 +194,10 @@ class LambdaHead(nn.Module):
 
     def forward(self, dl: Tensor, like: Tensor) -> Tensor:
         """dl (..., n_inputs) and like (..., H) (any tensor with the lead shape, dtype and device) -> (..., H, L)."""
-        u = dl.unflatten(-1, (self.n_heads, -1))[..., self.index] if self.param.data_dependent else None
-        lam = self.param(u, self.index)
+        u = dl.unflatten(-1, (self.n_heads, -1)) if self.param.data_dependent else None
+        # each distinct slot once, then copied to its tied levels: tied levels are bitwise equal (a vectorised
+        # softplus may round the same input differently in different SIMD lanes)
+        lam = self.param(u, self.slots)[..., self.index]
         return lam.to(like.dtype).expand(*like.shape, self.n_levels)
 
     def levels_for(self, lam: Tensor, seq_len: int) -> Tensor:
