@@ -63,6 +63,8 @@ class LinearAttentionMixer(Mixer):
     `lambda_head` (None for the base mixers) adds its n_inputs columns to the input projection.
     """
 
+    transitions = True
+
     def __init__(
         self, cfg: ModelConfig, *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
         rest_widths: list[int], conv_bias: bool, signed_decay: bool, lambda_head: LambdaHead | None,

@@ -27,6 +27,7 @@ class Mixer(nn.Module):
                   baseline); None for a base mixer.
     log_linear:   whether it reads a Fenwick level hierarchy with a lambda head (`model.lambda_param`
                   applies to it).
+    transitions:  whether it has recurrent state transitions (`model.negative_eigenvalues` applies to it).
     num_heads(cfg): how many heads it has under a ModelConfig.
     """
 
@@ -34,6 +35,7 @@ class Mixer(nn.Module):
     display_name: ClassVar[str]
     base: ClassVar[str | None] = None
     log_linear: ClassVar[bool] = False
+    transitions: ClassVar[bool] = False
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

@@ -15,7 +15,7 @@ The interval is Student's t over the n paired differences: mean ± t(0.975, n - 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,17 +101,28 @@ class Pairing:
         if self.reason is not None:
             return f"{head}: no pair ({self.reason})"
         ci = self.interval
-        interval = f" [{_signed(ci[0])}, {_signed(ci[1])}]" if ci else ""
+        interval = f" [{signed(ci[0])}, {signed(ci[1])}]" if ci else ""
         verdict = "significant" if self.significant else ("one pair: no interval" if ci is None else "not significant")
-        text = f"{head}: {_signed(self.mean_diff)} points{interval}, {self.wins} of {self.n_pairs} seeds ({verdict})"  # type: ignore[arg-type]
+        text = f"{head}: {signed(self.mean_diff)} points{interval}, {self.wins} of {self.n_pairs} seeds ({verdict})"  # type: ignore[arg-type]
         if self.left_out:
             seeds = ", ".join(map(_seed_text, self.left_out))
             text += f"; {len(self.left_out)} seed(s) left out, without a result on one side: {seeds}"
         return text
 
 
-def paired_comparisons(sweep: Sweep) -> list[Pairing]:
-    """Every log-linear mixer against its base, and every non-softplus λ against softplus, in every cell."""
+Score = Callable[[Record], "float | None"]
+"""What a comparison compares, per run (a fraction; None when the run has no such result)."""
+
+
+def test_score(record: Record) -> float | None:
+    return record.test_score
+
+
+def paired_comparisons(sweep: Sweep, score: Score = test_score) -> list[Pairing]:
+    """Every log-linear mixer against its base, and every non-softplus λ against softplus, in every cell.
+
+    `score` is what is compared seed by seed: the test accuracy by default, or for instance the accuracy
+    at one test length (`state_tracking.accuracy_at`). Each side is its cell's selected configuration."""
     cells: dict[tuple[tuple[str, ...], int], list[Record]] = {}
     for record in sweep.records:
         cells.setdefault((sweep.table_row(record)[1:], record.d_model), []).append(record)
@@ -126,13 +137,14 @@ def paired_comparisons(sweep: Sweep) -> list[Pairing]:
                 continue
             base = base_mixer(mixer)
             if base in by_mixer:
-                pairings.append(_pair(name, mixer, base, _select(by_mixer[mixer]), _select(by_mixer[base])))
+                pairings.append(_pair(name, mixer, base, _select(by_mixer[mixer]), _select(by_mixer[base]), score))
             lambdas = {r.lambda_param for r in by_mixer[mixer]}
             if DEFAULT_LAMBDA in lambdas:
                 default = _select([r for r in by_mixer[mixer] if r.lambda_param == DEFAULT_LAMBDA])
                 for lam in sorted(lambdas - {DEFAULT_LAMBDA}):  # type: ignore[type-var]
                     chosen = _select([r for r in by_mixer[mixer] if r.lambda_param == lam])
-                    pairings.append(_pair(name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]", chosen, default))
+                    pairing = _pair(name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]", chosen, default, score)
+                    pairings.append(pairing)
     return pairings
 
 
@@ -161,7 +173,7 @@ def summary_sentence(pairings: Iterable[Pairing]) -> str:
 
     if not significant:
         return (f"No difference is significant: none of the {len(pairings)} comparisons has a 95% interval "
-                f"that excludes 0, so these runs do not show that either side recalls better.")
+                f"that excludes 0, so these runs do not show that either side is more accurate.")
     found = "; ".join(name(p, "above" if p.mean_diff > 0 else "below") for p in significant)  # type: ignore[operator]
     if not rest:
         return f"Significant at 95% (interval excludes 0): {found}; no comparison is inconclusive."
@@ -203,7 +215,7 @@ def _select(records: list[Record]) -> Cell:
     return selected_cells(records, lambda r: None)[None]
 
 
-def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell) -> Pairing:
+def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score) -> Pairing:
     pairing = Pairing(cell, mixer, baseline, _label(mixer, chosen), _label(baseline, base))
     sides = []
     for label, side in ((pairing.mixer_label, chosen), (pairing.baseline_label, base)):
@@ -216,7 +228,7 @@ def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell) -> Pai
             pairing.reason = (f"{label} has several runs with seed {_seed_text(repeated[0])}: "
                               "the cell's runs differ in a key that is not a row key")
             return pairing
-        sides.append({r.seed: r.test_score for r in side.runs})
+        sides.append({r.seed: score(r) for r in side.runs})
     ours, theirs = sides
     for seed in sorted(set(ours) | set(theirs), key=str):
         a, b = ours.get(seed), theirs.get(seed)
@@ -247,7 +259,8 @@ def _seed_text(seed: tuple[Any, ...]) -> str:
     return "/".join(str(v) for v in dict.fromkeys(values)) if values else "default"
 
 
-def _signed(value: float) -> str:
+def signed(value: float) -> str:
+    """`+4.1`, `−2.0` (a true minus sign)."""
     return f"{value:+.1f}".replace("-", MINUS)
 
 

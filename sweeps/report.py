@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loglinear.sweeps.paired import COLUMNS as PAIRED_COLUMNS
-from loglinear.sweeps.paired import Pairing, paired_comparisons, summary_sentence, unpairable_reason
+from loglinear.sweeps.paired import MINUS, Pairing, paired_comparisons, signed, summary_sentence, unpairable_reason
 from loglinear.sweeps.plots import write_plots
 from loglinear.sweeps.results import (
     HEADERS,
@@ -31,12 +31,20 @@ from loglinear.sweeps.results import (
     slice_values,
 )
 from loglinear.sweeps.spec import describe
-from loglinear.sweeps.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
+from loglinear.sweeps.state_tracking import (
+    SEQ_ACC_PREFIX,
+    SEQ_LEN_PREFIX,
+    accuracy_at,
+    num_classes,
+    scaled,
+    training_lengths,
+)
 from loglinear.sweeps.train import FINISHED
 
 TABLE = "table.md"
 CSV = "results.csv"
 PAIRED_CSV = "paired.csv"
+PAIRED_LENGTH_CSV = "paired_by_length.csv"
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
     "run_id", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task", *RESULT_COLUMNS,
@@ -63,6 +71,13 @@ LENGTH_NOTE = (
     "position scored (e.g. parity's `scored: last`) both measure the task's answer at length L."
 )
 
+LENGTH_PAIRED_NOTE = (
+    "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds (each "
+    "side at its own selected configuration) with a 95% Student-t interval; `k/n`: the mixer was better on k of "
+    "the n shared seeds; `*`: significant (the interval excludes 0). `paired_by_length.csv` has every figure."
+)
+
+
 @dataclass
 class Report:
     """What `write_report` produced: the Markdown tables, the files written, and the plots skipped (with why)."""
@@ -76,15 +91,30 @@ def write_report(out: str | Path) -> Report:
     out = Path(out)
     sweep = load_sweep(out)
     pairings = paired_comparisons(sweep)
-    table = render_tables(sweep, pairings)
+    by_length = length_pairings(sweep)
+    table = render_tables(sweep, pairings, by_length)
     (out / TABLE).write_text(table)
     write_csv(sweep, out / CSV)
     write_paired_csv(pairings, out / PAIRED_CSV)
+    files = [out / CSV, out / PAIRED_CSV, out / TABLE]
+    if by_length:
+        write_paired_csv([p for ps in by_length.values() for p in ps], out / PAIRED_LENGTH_CSV,
+                         lengths=[n for n, ps in by_length.items() for _ in ps])
+        files.append(out / PAIRED_LENGTH_CSV)
     written, skipped = write_plots(sweep, out)
-    return Report(table, [out / CSV, out / PAIRED_CSV, out / TABLE, *written], skipped)
+    return Report(table, [*files, *written], skipped)
 
 
-def render_tables(sweep: Sweep, pairings: list[Pairing]) -> str:
+def length_pairings(sweep: Sweep) -> dict[int, list[Pairing]]:
+    """State tracking: the paired comparisons at each test length ({} for a sweep without several lengths)."""
+    lengths = sorted(slice_values([r for r in sweep.records if r.task != "mqar"], SEQ_LEN_PREFIX))
+    if len(lengths) < 2:
+        return {}
+    by_length = {n: paired_comparisons(sweep, score=accuracy_at(n)) for n in lengths}
+    return by_length if any(by_length.values()) else {}
+
+
+def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: dict[int, list[Pairing]] | None = None) -> str:
     cells = sweep.cells()
     parts = [
         f"# {sweep.name}\n", accuracy_table(sweep, cells), NOTE,
@@ -97,6 +127,8 @@ def render_tables(sweep: Sweep, pairings: list[Pairing]) -> str:
     lengths = length_table(sweep, cells)
     if lengths:
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE]
+    if by_length:
+        parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length), LENGTH_PAIRED_NOTE]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired differences (test accuracy)\n", paired_lines(sweep, pairings)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
@@ -156,6 +188,31 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing]) -> str:
     else:
         lines += ["", "No comparison has a pair of runs (the reasons are above), so nothing here is significant."]
     return "\n".join(lines)
+
+
+def length_paired_table(sweep: Sweep, by_length: dict[int, list[Pairing]]) -> str:
+    """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3` (`*` significant)."""
+    records = [r for r in sweep.records if r.task != "mqar"]
+    trained = {training_lengths(r) for r in records}
+    trained_range = trained.pop() if len(trained) == 1 else None
+    header = ["comparison", "cell"]
+    for n in by_length:
+        inside = trained_range is not None and trained_range[0] <= n <= trained_range[1]
+        header.append(f"{n} (train)" if inside else str(n))
+    rows: dict[tuple[str, str], list[str]] = {}
+    for column, pairings in enumerate(by_length.values()):
+        for p in pairings:
+            line = rows.setdefault((f"{p.mixer_label} {MINUS} {p.baseline_label}", p.cell), [""] * len(by_length))
+            line[column] = _length_cell(p)
+    return markdown_table(header, [[*key, *line] for key, line in rows.items()])
+
+
+def _length_cell(p: Pairing) -> str:
+    if p.reason is not None:
+        return "no pair"
+    ci = p.interval
+    interval = f" [{signed(ci[0])}, {signed(ci[1])}]" if ci else ""
+    return f"{signed(p.mean_diff)}{interval} {p.wins}/{p.n_pairs}" + (" *" if p.significant else "")  # type: ignore[arg-type]
 
 
 def _pivot(sweep: Sweep, cells: dict, fmt) -> str:
@@ -245,14 +302,16 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                             + [_csv(r.point.get(k)) for k in varied])
 
 
-def write_paired_csv(pairings: list[Pairing], path: Path) -> None:
-    """One row per comparison (the columns of `paired.PAIRED_COLUMNS`); empty intervals for fewer than 2 pairs."""
+def write_paired_csv(pairings: list[Pairing], path: Path, lengths: list[int] | None = None) -> None:
+    """One row per comparison (the columns of `paired.PAIRED_COLUMNS`); empty intervals for fewer than 2 pairs.
+    With `lengths` (one per pairing) a first column `test_length` says which test length each row compares."""
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(PAIRED_COLUMNS)
-        for pairing in pairings:
+        writer.writerow((["test_length"] if lengths is not None else []) + list(PAIRED_COLUMNS))
+        for i, pairing in enumerate(pairings):
             values = pairing.row()
-            writer.writerow([_csv(values[c]) for c in PAIRED_COLUMNS])
+            first = [lengths[i]] if lengths is not None else []
+            writer.writerow(first + [_csv(values[c]) for c in PAIRED_COLUMNS])
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

@@ -204,6 +204,8 @@ def _label(key: str, record: Record) -> str:
     if key == LAMBDA_KEY and not is_log_linear(record.mixer):
         return "-"
     if key == "model.negative_eigenvalues":
+        if not MIXERS[record.mixer].transitions:
+            return "-"
         return "[-1, 1]" if value else "[0, 1]"
     if key in GROUPS and isinstance(value, str):  # a group file: its name (data/parity.yaml -> parity)
         return Path(value).stem

@@ -7,13 +7,18 @@ number of classes, so runs of tasks with different C read on one scale.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from loglinear.sweeps.results import Record, lookup
+from loglinear.sweeps.train import FINISHED
 from loglinear.synthetics.registry import get_task
+from loglinear.targets import IGNORE_INDEX
 
 SEQ_LEN_PREFIX = "test/acc/seq_len="
 SEQ_ACC_PREFIX = "test/acc_seq/seq_len="
+LENGTH_PROBE = 8
+"""Sequences sampled to find a task's first scored position (`training_lengths`)."""
 
 
 def num_classes(record: Record) -> int:
@@ -26,9 +31,33 @@ def scaled(accuracy: float, classes: int) -> float:
 
 
 def training_lengths(record: Record) -> tuple[int, int] | None:
-    """The shortest and longest training sequence of the run (its task_args, or its length mixture)."""
+    """The shortest and longest sequence length the run was trained to answer: over its training sets (its
+    task_args, or each entry of its length mixture), from the first scored position to the longest sequence.
+    A task that scores every position (parity's default, the word problems) trains every length from 1 up."""
     task_args: dict[str, Any] = lookup(record.config, "data.task_args") or {}
-    mixture = lookup(record.config, "data.mixture") or []
-    lengths = [entry.get("seq_len", task_args.get("seq_len")) for entry in mixture] or [task_args.get("seq_len")]
-    lengths = [n for n in lengths if isinstance(n, int)]
-    return (min(lengths), max(lengths)) if lengths else None
+    mixture = lookup(record.config, "data.mixture") or [{}]
+    shortest, longest = [], []
+    for entry in mixture:
+        task = get_task(record.task, **{**task_args, **entry})
+        seq_len = getattr(task, "seq_len", None)
+        if not isinstance(seq_len, int):
+            continue
+        scored = (task.sample(LENGTH_PROBE, seed=0).targets != IGNORE_INDEX).any(dim=0).nonzero()
+        shortest.append(int(scored[0]) + 1 if len(scored) else seq_len)
+        longest.append(seq_len)
+    return (min(shortest), max(longest)) if longest else None
+
+
+def accuracy_at(length: int) -> Callable[[Record], float | None]:
+    """A run's test accuracy at test length `length`, scored like `Record.test_score`: None when the run did
+    not finish or has no test set of that length, 0 when it diverged (paired comparisons per length)."""
+
+    def score(record: Record) -> float | None:
+        if record.status not in FINISHED:
+            return None
+        if record.status == "diverged":
+            return 0.0
+        value = record.test.get(f"{SEQ_LEN_PREFIX}{length}")
+        return None if value is None else float(value)
+
+    return score

@@ -89,3 +89,14 @@ def test_mixers_describe_themselves():
         assert mixer.log_linear == (mixer.base is not None)
         if mixer.log_linear:
             assert issubclass(mixer, MIXERS[mixer.base])
+
+
+@pytest.mark.parametrize("name", MIXERS.names())
+def test_negative_eigenvalues_change_exactly_the_mixers_with_transitions(tiny, name):
+    tokens = torch.randint(0, 32, (2, 24), generator=torch.Generator().manual_seed(0))
+    logits = []
+    for negative in (False, True):
+        torch.manual_seed(0)
+        model = build_model(tiny(mixer=name, negative_eigenvalues=negative)).double()
+        logits.append(model(tokens))
+    assert torch.equal(logits[0], logits[1]) != MIXERS[name].transitions

@@ -11,7 +11,8 @@ import pytest
 from loglinear.sweeps.paired import COLUMNS, t_quantile
 from loglinear.sweeps.report import write_report
 
-from .report_helpers import finished, make_sweep, run_entry
+from .report_helpers import finished, make_sweep, run_entry, table_rows
+from .report_helpers import row as row_of
 
 T_975 = {1: 12.7062047, 2: 4.3026527, 3: 3.1824463, 4: 2.7764451, 9: 2.2621572, 30: 2.0422725}
 """Student's t 0.975 quantiles (standard tables)."""
@@ -148,3 +149,28 @@ def test_one_shared_seed_has_no_interval(tmp_path):
     report = write_report(make_sweep(tmp_path, entries))
     assert "+20.0 points, 1 of 1 seeds (one pair: no interval)" in report.table
     assert report.table.rstrip().splitlines()[-1].startswith("No difference is significant")
+
+
+def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(tmp_path):
+    # seed by seed, log-linear minus base at length 128: -2, -3, -4 points (significant); at 64: 0 (no interval width)
+    base_128, log_linear_128 = [0.99, 0.98, 0.97], [0.97, 0.95, 0.93]
+    entries = []
+    for seed in range(3):
+        for mixer, at_128 in (("gated_deltanet", base_128[seed]), ("log_linear_gated_deltanet", log_linear_128[seed])):
+            test = {"test/acc/seq_len=64": 1.0, "test/acc/seq_len=128": at_128}
+            entries.append(run_entry(mixer, 32, 1e-3, seed, finished(1.0, test=test), task="parity",
+                                     **{"model.negative_eigenvalues": True}))
+        entries.append(run_entry("attention", 32, 1e-3, seed, finished(0.5, test={"test/acc/seq_len=64": 0.5,
+                                                                                  "test/acc/seq_len=128": 0.5}),
+                                 task="parity", **{"model.negative_eigenvalues": False}))
+    report = write_report(make_sweep(tmp_path, entries))
+    assert row_of(table_rows(report.table, 0), "Transformer") == ["-", "50.0 (0.0)"]
+    section = report.table.split("## Paired differences by test length")[1]
+    rows = table_rows(section, 0)
+    assert rows[0] == ["comparison", "cell", "64 (train)", "128"]
+    assert row_of(rows, "Log-Linear Gated DeltaNet \u2212 Gated DeltaNet", "eigenvalues=[-1, 1], d_model=32") == [
+        "+0.0 [+0.0, +0.0] 0/3", "\u22123.0 [\u22125.5, \u22120.5] 0/3 *"]
+    by_length = read_csv(tmp_path / "paired_by_length.csv")
+    assert [(r["test_length"], r["mean_diff"], r["significant"]) for r in by_length] == [
+        ("64", "0.0", "False"), ("128", "-3.0", "True")]
+    assert float(by_length[1]["ci_low"]) == pytest.approx(-3.0 - t_quantile(0.975, 2) * 1.0 / 3 ** 0.5)
