@@ -77,10 +77,13 @@ def acc_vs_seq_len(cells: Cells) -> Drawing:
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
         for label, points in series.items():
             _errorbar(ax, label, points)
-        _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "test sequence length")
+        tested = sorted({x for points in series.values() for x, _ in points})
+        _log2_axis(ax, tested, "test sequence length")
         if panel in trained:
             low, high = trained[panel]
-            ax.axvspan(low, high, color="gray", alpha=0.15, label=f"training lengths {low}-{high}")
+            left, right = tested[0] / 2**0.25, tested[-1] * 2**0.25  # the tested lengths, a little margin each side
+            ax.set_xlim(left, right)
+            ax.axvspan(max(low, left), high, color="gray", alpha=0.15, label=f"training lengths {low}-{high}")
         ax.axhline(0.0, color="gray", linewidth=0.8)
         ax.set_title(f"{panel[0]}, d_model {panel[1]}")
         ax.set_ylabel("scaled accuracy (chance 0, perfect 1)")
