@@ -28,10 +28,9 @@ from triton.backends.compiler import GPUTarget  # noqa: E402  (after the environ
 from triton.compiler import ASTSource  # noqa: E402  (after the environment and sys.path are set)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results import markdown_table, write_section  # noqa: E402  (after the environment and sys.path are set)
-
 from loglinear.kernels.fused import delta_prep, intra, scan  # noqa: E402  (after the environment and sys.path are set)
 from loglinear.kernels.fused.common import num_warps, pow2  # noqa: E402  (after the environment and sys.path are set)
+from results import markdown_table, write_section  # noqa: E402  (after the environment and sys.path are set)
 
 TARGET = GPUTarget("cuda", 90, 32)
 _BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
