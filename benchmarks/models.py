@@ -126,12 +126,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds (after one warm-up round)")
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024, 4096])
     parser.add_argument("--threads", type=int, default=2, help="torch threads (the issue's setting: 2)")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead of timing: the operators taking the most CPU time in each mixer's step")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sizes = dict(d_model=16, layers=1, batch=4, vocab=64, attention_heads=2, lengths=[32, 64]) if args.quick else dict(
         d_model=64, layers=2, batch=64, vocab=64, attention_heads=4
     )
     vars(args).update(sizes)
+    if args.profile:
+        profile_steps(args)
+        return
     kept = keep_freed_memory()
 
     load_before = load_average()
@@ -166,6 +171,35 @@ def main() -> None:
     )
     section = SECTION if args.threads == 2 else f"{SECTION} ({args.threads} thread{'s' * (args.threads > 1)})"
     print(f"wrote {write_section(section, body)}")
+
+
+def profile_steps(args: argparse.Namespace, steps: int = 3, top: int = 6) -> None:
+    """Per mixer and length, the `top` torch operators by share of self CPU time over `steps` training steps
+    (after two warm-up steps); written to its own section of RESULTS.md (printed only with --quick)."""
+    rows = []
+    for mixer in MIXERS:
+        for T in args.lengths:
+            step = make_step(mixer, T, args)
+            for _ in range(2):
+                step()
+            with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+                for _ in range(steps):
+                    step()
+            events = prof.key_averages()
+            total = sum(e.self_cpu_time_total for e in events)
+            ranked = sorted(events, key=lambda e: -e.self_cpu_time_total)[:top]
+            shares = ", ".join(f"{e.key} {100 * e.self_cpu_time_total / total:.0f}%" for e in ranked)
+            rows.append([mixer, str(T), shares])
+    table = markdown_table(["mixer", "T", f"top {top} operators by share of self CPU time"], rows)
+    print(table)
+    if args.quick:
+        return
+    body = (
+        f"The setting of the timing sections (d_model {args.d_model}, {args.layers} layers, batch {args.batch}), "
+        f"{torch.get_num_threads()} thread(s), torch.profiler over {steps} training steps after 2 warm-up steps.\n\n"
+        f"{table}"
+    )
+    print(f"wrote {write_section(f'{SECTION}: profile', body)}")
 
 
 if __name__ == "__main__":
