@@ -107,7 +107,7 @@ def write_report(out: str | Path) -> Report:
 
 def length_pairings(sweep: Sweep) -> dict[int, list[Pairing]]:
     """State tracking: the paired comparisons at each test length ({} for a sweep without several lengths)."""
-    lengths = sorted(slice_values([r for r in sweep.records if r.task != "mqar"], SEQ_LEN_PREFIX))
+    lengths = test_lengths(sweep)
     if len(lengths) < 2:
         return {}
     by_length = {n: paired_comparisons(sweep, score=accuracy_at(n)) for n in lengths}
@@ -192,13 +192,7 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing]) -> str:
 
 def length_paired_table(sweep: Sweep, by_length: dict[int, list[Pairing]]) -> str:
     """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3` (`*` significant)."""
-    records = [r for r in sweep.records if r.task != "mqar"]
-    trained = {training_lengths(r) for r in records}
-    trained_range = trained.pop() if len(trained) == 1 else None
-    header = ["comparison", "cell"]
-    for n in by_length:
-        inside = trained_range is not None and trained_range[0] <= n <= trained_range[1]
-        header.append(f"{n} (train)" if inside else str(n))
+    header = ["comparison", "cell", *length_labels(sweep, list(by_length))]
     rows: dict[tuple[str, str], list[str]] = {}
     for column, pairings in enumerate(by_length.values()):
         for p in pairings:
@@ -244,18 +238,26 @@ def lambda_table(sweep: Sweep) -> str:
     return markdown_table(header, body)
 
 
+def test_lengths(sweep: Sweep) -> list[int]:
+    """The state-tracking test lengths of the sweep (test/acc/seq_len=N), ascending."""
+    return sorted(slice_values([r for r in sweep.records if r.task != "mqar"], SEQ_LEN_PREFIX))
+
+
+def length_labels(sweep: Sweep, lengths: list[int]) -> list[str]:
+    """Column labels of test lengths: `40 (train)` inside the training range (when all runs share one), else `80`."""
+    trained = {training_lengths(r) for r in sweep.records if r.task != "mqar"}
+    low, high = trained.pop() if len(trained) == 1 and None not in trained else (0, -1)
+    return [f"{n} (train)" if low <= n <= high else str(n) for n in lengths]
+
+
 def length_table(sweep: Sweep, cells: dict) -> str | None:
     """State tracking: per test length, the scaled accuracy and the full-sequence accuracy of the selected runs."""
-    records = [r for r in sweep.records if r.task != "mqar"]
-    lengths = sorted({n for r in records for n in slice_values([r], SEQ_LEN_PREFIX)})
+    lengths = test_lengths(sweep)
     if len(lengths) < 2:
         return None
-    trained = {training_lengths(r) for r in records}
-    trained_range = trained.pop() if len(trained) == 1 else None
     header = [_header(k) for k in sweep.row_keys] + ["d_model"]
-    for n in lengths:
-        mark = " (train)" if trained_range is not None and trained_range[0] <= n <= trained_range[1] else ""
-        header += [f"{n}{mark} scaled", f"{n} seq %"]
+    for n, label in zip(lengths, length_labels(sweep, lengths), strict=True):
+        header += [f"{label} scaled", f"{n} seq %"]
     body = []
     for (row, d_model), cell in cells.items():
         runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]

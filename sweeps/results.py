@@ -98,11 +98,15 @@ class Record:
     @property
     def test_score(self) -> float | None:
         """Test accuracy of the final weights (the report); 0 if diverged, None if not finished or not tested."""
+        return self.test_value(TEST_METRIC)
+
+    def test_value(self, metric: str) -> float | None:
+        """Test metric `metric` of the final weights; 0 if diverged, None if not finished or without it."""
         if self.status not in FINISHED:
             return None
         if self.status == "diverged":
             return 0.0
-        value = self.test.get(TEST_METRIC)
+        value = self.test.get(metric)
         return None if value is None else float(value)
 
     @property

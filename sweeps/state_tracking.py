@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import Any
 
 from loglinear.sweeps.results import Record, lookup
-from loglinear.sweeps.train import FINISHED
 from loglinear.synthetics.registry import get_task
 from loglinear.targets import IGNORE_INDEX
 
@@ -49,15 +48,6 @@ def training_lengths(record: Record) -> tuple[int, int] | None:
 
 
 def accuracy_at(length: int) -> Callable[[Record], float | None]:
-    """A run's test accuracy at test length `length`, scored like `Record.test_score`: None when the run did
-    not finish or has no test set of that length, 0 when it diverged (paired comparisons per length)."""
-
-    def score(record: Record) -> float | None:
-        if record.status not in FINISHED:
-            return None
-        if record.status == "diverged":
-            return 0.0
-        value = record.test.get(f"{SEQ_LEN_PREFIX}{length}")
-        return None if value is None else float(value)
-
-    return score
+    """A run's test accuracy at test length `length`, scored like `Record.test_score` (paired comparisons per
+    length)."""
+    return lambda record: record.test_value(f"{SEQ_LEN_PREFIX}{length}")

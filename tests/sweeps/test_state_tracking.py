@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from loglinear.sweeps.results import Record
+from loglinear.sweeps.plots import acc_vs_seq_len
+from loglinear.sweeps.results import Record, load_sweep
 from loglinear.sweeps.state_tracking import accuracy_at, scaled, training_lengths
+
+from .report_helpers import finished, make_sweep, run_entry
 
 
 def record(task: str, task_args: dict, mixture: list | None = None, result: dict | None = None) -> Record:
@@ -35,3 +38,16 @@ def test_accuracy_at_a_length_scores_like_the_test_score():
     assert accuracy_at(160)(record("parity", {}, result=tested)) is None
     assert accuracy_at(80)(record("parity", {}, result={"status": "diverged"})) == 0.0
     assert accuracy_at(80)(record("parity", {}, result={"status": "failed"})) is None
+
+
+def test_length_plot_shades_the_training_range_within_the_tested_lengths(tmp_path):
+    entries = []
+    for seed in range(2):
+        tested = {f"test/acc/seq_len={n}": 1.0 for n in (40, 80, 160)}
+        entry = run_entry("mamba2", 32, 1e-3, seed, finished(1.0, test=tested), task="parity")
+        entry["config"]["data"]["task_args"] = {"seq_len": 40}  # every prefix scored: trains lengths 1..40
+        entries.append(entry)
+    (ax,) = acc_vs_seq_len(load_sweep(make_sweep(tmp_path, entries)).cells()).axes
+    left, right = ax.get_xlim()
+    assert 20 < left < 40 and 160 < right < 320  # the tested lengths with a margin, not down to length 1
+    assert "training lengths 1-40" in ax.get_legend_handles_labels()[1]
