@@ -1,0 +1,113 @@
+"""Every launch the fused kernels make compiles for an H100 (sm_90a), with no GPU present.
+
+The operator runs forward and backward over the variants that select different code (Mamba-2 and the
+delta rule, lambda given or None, the paper's and MQAR's head dims, bf16 / fp16 / fp32, chunk sizes,
+initial states); the launches it makes are recorded, then compiled by Triton down to machine code in a
+process without the interpreter (kernels/fused/offline.py). The interpreter tests check what the
+kernels compute; this checks that a GPU build accepts them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from loglinear.kernels import LogLinearState, log_linear_attn, num_levels
+
+from .helpers import make_inputs
+
+pytest.importorskip("triton")
+from loglinear.kernels.fused.offline import Launch, distinct, recorded_launches  # noqa: E402  (after the importorskip)
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+KERNELS = {"intra.intra_fwd_kernel", "intra.intra_bwd_kernel", "scan.scan_fwd_kernel", "scan.scan_bwd_kernel",
+           "delta_prep._delta_prep_fwd_kernel", "delta_prep._delta_prep_bwd_kernel"}
+
+
+@dataclass(frozen=True)
+class Case:
+    delta: bool
+    K: int
+    V: int
+    HK: int  # q/k heads of H = 2
+    levels: bool
+    dtype: torch.dtype
+    chunk: int = 64
+    initial_state: bool = False
+
+
+CASES = [
+    Case(False, 128, 64, 1, True, torch.bfloat16),  # the paper's Mamba-2 heads, q/k shared
+    Case(False, 128, 64, 1, False, torch.bfloat16),
+    Case(False, 16, 16, 1, True, torch.bfloat16, initial_state=True),  # MQAR
+    Case(False, 16, 16, 2, True, torch.float32),
+    Case(False, 16, 16, 2, False, torch.float32),
+    Case(False, 16, 16, 1, True, torch.float16, chunk=16),
+    Case(True, 64, 64, 2, True, torch.bfloat16),  # the paper's Gated DeltaNet heads
+    Case(True, 64, 64, 2, False, torch.bfloat16),
+    Case(True, 16, 16, 2, True, torch.bfloat16, initial_state=True),
+    Case(True, 16, 16, 2, True, torch.float32),
+    Case(True, 16, 16, 2, False, torch.float32),
+    Case(True, 16, 16, 1, True, torch.bfloat16, chunk=16),
+]
+
+
+def run_case(case: Case, T: int = 70) -> None:
+    """Forward and backward, with the final state, of one case (T spans a ragged second chunk)."""
+    H = 2
+    xs = make_inputs(1, T, H, case.K, case.V, delta=case.delta, levels=case.levels, offset=5 * case.initial_state,
+                     dtype=case.dtype)
+    q, k = xs.q[:, :, :case.HK], xs.k[:, :, :case.HK]
+    inputs = [x if x is None else x.to(DEVICE).requires_grad_(True) for x in (q, k, xs.v, xs.g, xs.lam, xs.beta)]
+    state = None
+    if case.initial_state:
+        levels = num_levels(5) if case.levels else 1
+        state = LogLinearState(torch.zeros(1, H, levels, case.V, case.K, dtype=case.dtype, device=DEVICE),
+                               torch.tensor([5]))
+    o, final = log_linear_attn(*inputs, initial_state=state, output_final_state=True, impl="triton",
+                               chunk_size=case.chunk)
+    (o.float().sum() + final.levels.float().sum()).backward()
+
+
+def compile_all(launches: list[Launch], tmp_path, arch: str = "90a") -> subprocess.CompletedProcess:
+    path = tmp_path / "launches.json"
+    path.write_text(json.dumps([launch.to_json() for launch in launches]))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run([sys.executable, "-m", "loglinear.kernels.fused.offline", str(path), "--arch", arch],
+                          capture_output=True, text=True, env=env, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def launches() -> list[Launch]:
+    with recorded_launches() as recorded:
+        for case in CASES:
+            run_case(case)
+    return recorded
+
+
+def test_the_cases_launch_every_kernel_in_every_mode(launches):
+    assert {launch.kernel for launch in launches} == KERNELS
+    modes = {(launch.kernel, dict(launch.args).get("HAS_LAM"), dict(launch.args).get("PREC")) for launch in launches}
+    for kernel in ("intra.intra_fwd_kernel", "scan.scan_bwd_kernel"):
+        assert {(kernel, lam, prec) for lam in (True, False) for prec in ("tf32", "ieee")} <= modes
+
+
+def test_every_launch_compiles_for_sm90a(launches, tmp_path):
+    result = compile_all(launches, tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(distinct(launches))} of {len(distinct(launches))} launches compiled" in result.stdout
+
+
+def test_a_launch_the_compiler_rejects_fails_the_check(launches, tmp_path):
+    """A q/k block of 4 columns: the interpreter computes it correctly, the GPU's dot refuses it."""
+    launch = next(la for la in launches if la.kernel == "intra.intra_fwd_kernel")
+    broken = Launch(launch.kernel, tuple((n, 4 if n == "BK" else v) for n, v in launch.args), launch.options)
+    result = compile_all([broken], tmp_path)
+    assert result.returncode == 1
+    assert "FAILED intra.intra_fwd_kernel" in result.stdout
