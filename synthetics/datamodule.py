@@ -10,6 +10,7 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
+from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.config import (
     DataConfig,
     TaskSet,
@@ -59,9 +60,7 @@ class SyntheticDataModule(L.LightningDataModule):
 
     def set_start_step(self, step: int | None) -> None:
         """Start the training stream at `step` (None: follow the trainer's global step)."""
-        if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
-            raise ValueError(f"start step must be an integer >= 0, got {step!r}")
-        self._start_step = step
+        self._start_step = None if step is None else check_int("start step", step, minimum=0)
 
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer

@@ -183,5 +183,7 @@ def test_explicit_start_step_overrides_the_trainer():
     data = SyntheticDataModule(SMALL)
     data.set_start_step(7)
     assert same(next(iter(data.train_dataloader())), TrainStream(data.train_set, 4, seed=3).batch(7))
-    with pytest.raises(ValueError, match="start step must be an integer >= 0"):
+    with pytest.raises(ValueError, match="start step must be >= 0, got -1"):
         data.set_start_step(-1)
+    with pytest.raises(ValueError, match="start step must be an integer, got 2.0"):
+        data.set_start_step(2.0)
