@@ -5,10 +5,9 @@ from __future__ import annotations
 import torch
 
 from loglinear.synthetics.arguments import check_int
-from loglinear.synthetics.batch import IGNORE_INDEX, Batch
+from loglinear.synthetics.batch import Batch
+from loglinear.synthetics.scoring import check_scored, keep_scored
 from loglinear.synthetics.task import Task
-
-SCORED = ("every", "last")
 
 
 class Parity(Task):
@@ -31,14 +30,9 @@ class Parity(Task):
 
     def __init__(self, seq_len: int = 64, scored: str = "every") -> None:
         self.seq_len = check_int("seq_len", seq_len, minimum=1)
-        if scored not in SCORED:
-            raise ValueError(f"scored must be one of {list(SCORED)}, got {scored!r}")
-        self.scored = scored
+        self.scored = check_scored(scored)
         self.vocab_size = self.num_classes = 2
 
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         bits = torch.randint(0, 2, (batch_size, self.seq_len), generator=generator)
-        targets = bits.cumsum(dim=1).remainder_(2)
-        if self.scored == "last":
-            targets[:, :-1] = IGNORE_INDEX
-        return self._batch(bits, targets)
+        return self._batch(bits, keep_scored(bits.cumsum(dim=1).remainder_(2), self.scored))

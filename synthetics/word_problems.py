@@ -9,6 +9,7 @@ import torch
 from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.batch import Batch
 from loglinear.synthetics.groups import PermutationGroup, permutation_group
+from loglinear.synthetics.scoring import check_scored, keep_scored
 from loglinear.synthetics.task import Task
 
 
@@ -26,6 +27,8 @@ class WordProblem(Task):
         inputs   1 2 2 3
         targets  1 4 1 5      # e.g. P_1 = (0,2,1)·(1,0,2) = (2,0,1) = token 4
 
+    `scored="last"` scores only the product of the whole word (a test set at length L then measures
+    length L exactly); `"every"` (default) every prefix, so training at length T teaches 1..T.
     `vocab_size` = `num_classes` = the group order. S5 and A5 are NC1-complete: no fixed-depth
     Transformer or diagonal SSM solves them at every length.
     """
@@ -33,8 +36,9 @@ class WordProblem(Task):
     degree: ClassVar[int]
     alternating: ClassVar[bool] = False
 
-    def __init__(self, seq_len: int = 64) -> None:
+    def __init__(self, seq_len: int = 64, scored: str = "every") -> None:
         self.seq_len = check_int("seq_len", seq_len, minimum=1)
+        self.scored = check_scored(scored)
         self.group: PermutationGroup = permutation_group(self.degree, self.alternating)
         self.vocab_size = self.num_classes = self.group.order
         self._input_tokens = torch.arange(self.group.order)
@@ -42,7 +46,7 @@ class WordProblem(Task):
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         choice = torch.randint(0, len(self._input_tokens), (batch_size, self.seq_len), generator=generator)
         inputs = self._input_tokens[choice]
-        return self._batch(inputs, self.group.prefix_products(inputs))
+        return self._batch(inputs, keep_scored(self.group.prefix_products(inputs), self.scored))
 
 
 class S3WordProblem(WordProblem):
@@ -75,6 +79,6 @@ class S5TranspositionsWordProblem(S5WordProblem):
 
     name = "s5_transpositions"
 
-    def __init__(self, seq_len: int = 64) -> None:
-        super().__init__(seq_len)
+    def __init__(self, seq_len: int = 64, scored: str = "every") -> None:
+        super().__init__(seq_len, scored)
         self._input_tokens = torch.tensor(self.group.transpositions())

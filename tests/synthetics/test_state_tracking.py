@@ -24,11 +24,12 @@ def test_parity_targets_are_running_xor(seq_len, seed):
         assert targets == [sum(bits[: t + 1]) % 2 for t in range(seq_len)]
 
 
-@settings(max_examples=30)
+@pytest.mark.parametrize("name", ["parity", "s3", "s5", "a5", "s5_transpositions"])
+@settings(max_examples=15)
 @given(seq_len=lengths, seed=seeds)
-def test_parity_scored_last_keeps_only_the_final_parity(seq_len, seed):
-    every = get_task("parity", seq_len=seq_len).sample(8, seed)
-    last = get_task("parity", seq_len=seq_len, scored="last").sample(8, seed)
+def test_scored_last_keeps_only_the_final_answer(name, seq_len, seed):
+    every = get_task(name, seq_len=seq_len).sample(8, seed)
+    last = get_task(name, seq_len=seq_len, scored="last").sample(8, seed)
     assert last.inputs.equal(every.inputs)
     assert last.targets[:, -1].equal(every.targets[:, -1])
     assert (last.targets[:, :-1] == IGNORE_INDEX).all()
