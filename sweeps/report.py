@@ -71,6 +71,11 @@ LENGTH_NOTE = (
     "position scored (e.g. parity's `scored: last`) both measure the task's answer at length L."
 )
 
+SEVERAL_LENGTHS_NOTE = (
+    "With several test lengths, the test accuracy above is the mean over the examples of every test set, so over "
+    "the lengths {lengths} when the sets have the same size: read the tables by test length below."
+)
+
 LENGTH_PAIRED_NOTE = (
     "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds (each "
     "side at its own selected configuration) with a 95% Student-t interval; `k/n`: the mixer was better on k of "
@@ -117,7 +122,7 @@ def length_pairings(sweep: Sweep) -> dict[int, list[Pairing]]:
 def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: dict[int, list[Pairing]] | None = None) -> str:
     cells = sweep.cells()
     parts = [
-        f"# {sweep.name}\n", accuracy_table(sweep, cells), NOTE,
+        f"# {sweep.name}\n", accuracy_table(sweep, cells), _note(sweep),
         f"## Runs above {100 * THRESHOLD:.0f}% (test) and median steps to {100 * THRESHOLD:.0f}% (validation)\n",
         threshold_table(sweep, cells), THRESHOLD_NOTE,
         "## Selected configuration of each cell\n", config_table(sweep, cells),
@@ -236,6 +241,13 @@ def lambda_table(sweep: Sweep) -> str:
     for row in dict.fromkeys(row_of(r) for r in records):
         body.append(list(row) + [format_cell(cells[(row, *c)]) if (row, *c) in cells else "" for c in columns])
     return markdown_table(header, body)
+
+
+def _note(sweep: Sweep) -> str:
+    lengths = test_lengths(sweep)
+    if len(lengths) < 2:
+        return NOTE
+    return f"{NOTE} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
 
 
 def test_lengths(sweep: Sweep) -> list[int]:

@@ -150,6 +150,12 @@ def test_state_tracking_and_mqar_slices(tmp_path):
     assert row(by_length, "Gated DeltaNet", "parity", "64") == [
         "1.00 (0.00)", "90.0 (0.0)", "0.60 (0.00)", "25.0 (0.0)", "0.00 (0.00)", "0.0 (0.0)"]
     assert {"acc_vs_seq_len.png", "mqar_acc_vs_kv_pairs.png"} <= {p.name for p in report.written}
+    assert "the test accuracy above is the mean over the examples of every test set, so over the lengths 64, 128, " \
+           "512" in report.table
+
+
+def test_a_sweep_with_one_test_set_has_no_length_note(tmp_path):
+    assert "test length" not in write_report(paper_sweep(tmp_path)).table
 
 
 def test_report_command_prints_the_table_and_rejects_other_folders(tmp_path, capsys):
