@@ -31,7 +31,7 @@ def train_main(argv: Sequence[str]) -> int:
         return _fail(f"error: {e}", 2)
     from loglinear.sweeps.files import DiskFull
     from loglinear.sweeps.interrupt import Interrupted
-    from loglinear.sweeps.train import train
+    from loglinear.sweeps.train import is_rank_zero, train
 
     try:
         result = train(cfg)
@@ -47,6 +47,8 @@ def train_main(argv: Sequence[str]) -> int:
     except Exception as e:  # recorded in result.json as status "failed"
         return _fail(f"failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", 1)
     best = result.get("val_accuracy")
+    if not is_rank_zero():  # a data-parallel rank: rank 0 reports the run
+        return 0
     print(
         f"{cfg.out_dir}: {result['status']} at step {result.get('step')}, "
         f"best val/acc {'-' if best is None else f'{best:.4f}'}, {result.get('wall_time_s', 0):.1f}s"

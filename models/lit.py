@@ -50,7 +50,9 @@ class TrainConfig:
                      many validations without improvement.
     grad_clip:       gradient-norm clipping (0 disables).
     precision:       "auto" is bf16-mixed on GPU and 32-true on CPU; else any Lightning precision.
-    accelerator, devices, strategy: passed to the Lightning Trainer (DDP: devices=N strategy=ddp).
+    accelerator, devices, strategy: passed to the Lightning Trainer. One device by default, so a run's
+                     batch never depends on the machine; data parallel: devices=N strategy=ddp (each rank
+                     draws its own batches: the effective batch is N x data.batch_size).
     deterministic:   torch deterministic algorithms (Triton atomics are not covered).
     """
 
@@ -68,7 +70,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     precision: str = "auto"
     accelerator: str = "auto"
-    devices: Any = "auto"
+    devices: Any = 1
     strategy: str = "auto"
     deterministic: bool = False
 

@@ -79,9 +79,19 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     """
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if not is_rank_zero():  # a data-parallel rank that Lightning started: rank 0 holds the folder and writes its files
+        return _train(cfg, out, callbacks)
     busy = f"another process is training the run in {out}; wait for it or use another out_dir"
     with lock.exclusive(out / LOCK, busy):
         return _train(cfg, out, callbacks)
+
+
+def is_rank_zero() -> bool:
+    """Whether this process is rank 0 (or the only process) of its run; Lightning reads the rank that its
+    launcher (or Slurm, or torchrun) put in the environment."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
 
 
 def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any]:
@@ -98,7 +108,9 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any
         print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
     if previous is not None and previous.get("status") in FINISHED:
         return previous
-    write_text_atomic(config_path, to_yaml(cfg))
+    writes = is_rank_zero()
+    if writes:
+        write_text_atomic(config_path, to_yaml(cfg))
     started = time.time()
     try:
         result = _fit(cfg, out, started, callbacks)
@@ -107,8 +119,11 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any
     except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
         result = {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         result.update(_summary(cfg, None, time.time() - started))
-        write_json_atomic(out / RESULT, result, default=_jsonable)
+        if writes:
+            write_json_atomic(out / RESULT, result, default=_jsonable)
         raise
+    if not writes:
+        return result
     write_json_atomic(out / RESULT, result, default=_jsonable)
     with contextlib.suppress(FileNotFoundError):
         (out / INTERRUPTED).unlink()  # last.ckpt holds the final weights
@@ -247,6 +262,9 @@ def _trainer(cfg: RunConfig, out: Path, metrics: Any, callbacks: list[Any], quie
         accelerator=cfg.train.accelerator,
         devices=cfg.train.devices,
         strategy=cfg.train.strategy,
+        # data parallel: the training stream splits itself by rank; every rank evaluates every validation and
+        # test batch, so each rank's metrics are the whole set's (and early stopping agrees across ranks)
+        use_distributed_sampler=False,
         deterministic=cfg.train.deterministic,
         default_root_dir=out,
         plugins=_plugins(),
@@ -316,6 +334,8 @@ def _quiet_warnings():
         for pattern in (".*does not have many workers.*", ".*exists and is not empty.*", ".*Total length of.*",
                         ".*is an `IterableDataset`.*", ".*The number of training batches.*",
                         ".*was called without a model.*", ".*there is no last checkpoint available.*",
-                        ".*isinstance.treespec, LeafSpec.*", ".*The `srun` command is available.*"):
+                        ".*isinstance.treespec, LeafSpec.*", ".*The `srun` command is available.*",
+                        # data parallel: every rank evaluates the whole set, so the ranks' values agree
+                        ".*when logging on epoch level in distributed setting.*"):
             warnings.filterwarnings("ignore", message=pattern)
         yield

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from loglinear.sweeps.config import ConfigError, load_run_config
 from loglinear.sweeps.train import read_result, train
@@ -129,3 +130,33 @@ def test_a_group_file_replaces_the_presets_group(tmp_path):
 def test_a_run_moves_between_loggers_without_being_refused(tmp_path):
     train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
     assert train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "logger.progress=true"))["step"] == 10
+
+
+def test_two_data_parallel_ranks_train_one_run_and_evaluate_whole_sets(tmp_path):
+    """`train.devices=2 train.strategy=ddp` on the CPU (gloo): Lightning starts a second rank; rank 0 holds the
+    folder, writes its files and reports once; every rank evaluates every test batch, so the test metrics the run
+    recorded are the final weights' on the whole test sets, as one process measures them."""
+    import lightning as L
+
+    from loglinear.models.lit import LitLanguageModel
+    from loglinear.sweeps.lambda_inspect import read_run_config
+    from loglinear.synthetics import SyntheticDataModule
+
+    out = tmp_path / "ddp"
+    proc = cli(*TINY, f"out_dir={out}", "train.max_steps=20", "train.val_every=10", "train.early_stop_threshold=null",
+               "train.accelerator=cpu", "train.devices=2", "train.strategy=ddp")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("max_steps at step 20") == 1
+    result = read_result(out)
+    assert result["status"] == "max_steps" and result["step"] == 20
+
+    cfg = read_run_config(out)
+    data = SyntheticDataModule(cfg.data)
+    module = LitLanguageModel(cfg.model, cfg.train, {"val": data.val_set_names, "test": data.test_set_names})
+    module.load_state_dict(torch.load(out / "last.ckpt", weights_only=True)["state_dict"])
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    (single,) = trainer.test(module, datamodule=data, verbose=False)
+    assert single.keys() == result["test"].keys()
+    for name, value in single.items():
+        assert result["test"][name] == pytest.approx(value, abs=1e-6), name
