@@ -68,7 +68,7 @@ LENGTH_NOTE = (
     "Per test length L: `scaled`, Grazzi et al.'s scaled accuracy (acc - 1/C) / (1 - 1/C) of the test accuracy "
     "(C classes: chance 0, perfect 1), mean (std) over seeds; `seq %`, full-sequence accuracy (every scored "
     "position right), mean (std). `(train)` marks lengths inside the training range. With only the final "
-    "position scored (e.g. parity's `scored: last`) both measure the task's answer at length L."
+    "position scored (`scored: last`, for parity and the word problems) both measure the task's answer at length L."
 )
 
 SEVERAL_LENGTHS_NOTE = (
