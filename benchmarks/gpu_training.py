@@ -1,14 +1,14 @@
 """GPU training end to end: every mixer on configs/mqar_paper.yaml with `model.impl=auto` (on CUDA the fused
 Triton kernels) and with `model.impl=chunk` (the chunkwise torch path), same seed, same data.
 
-    python3 benchmarks/gpu_training.py                      # CUDA: writes the "GPU training" section of RESULTS.md
+    python3 benchmarks/gpu_training.py                      # CUDA: writes its section of RESULTS.md
     python3 benchmarks/gpu_training.py --mixers mamba2 gated_deltanet   # a subset: its own section
     python3 benchmarks/gpu_training.py --quick --steps 20   # tiny data, any device, print only (CPU: about 1 min)
 
 Each run is the real training path, `loglinear.sweeps.train.train` on the preset with overrides
-(model=model/<mixer>.yaml, model.d_model, model.impl, train.precision, train.max_steps, warmup a tenth
-of the steps, no early stopping, a validation on one batch every VAL_EVERY steps, wandb off), in this
-process, one run after another. What is read from each run:
+(model=model/<mixer>.yaml, model.d_model, model.impl, train.precision=auto: bf16-mixed on CUDA,
+train.max_steps, warmup a tenth of the steps, no early stopping, a validation on one batch every
+VAL_EVERY steps, wandb off), in this process, one run after another. What is read from each run:
 - the training loss from its metrics.csv (logged at every validation, every VAL_EVERY = 25 steps or a
   tenth of a shorter run: Lightning logs every min(50, train.val_every) steps), each a single batch's
   loss at that step;
@@ -98,7 +98,8 @@ def val_every(steps: int) -> int:
 
 
 def run_once(mixer: str, impl: str, precision: str, args: argparse.Namespace, root: Path) -> dict:
-    """Train one run; its logged training losses by step, steps/s and peak GPU memory."""
+    """Train one run (`precision` a train.precision value); its logged training losses by step, steps/s and
+    peak GPU memory."""
     out = root / f"{mixer}-{impl}-{precision}"
     overrides = [
         f"model=model/{mixer}.yaml", f"model.d_model={args.d_model}", f"model.impl={impl}",
@@ -119,8 +120,7 @@ def run_once(mixer: str, impl: str, precision: str, args: argparse.Namespace, ro
     losses = {int(r["step"]): float(r["train/loss"]) for r in read_rows(out / METRICS) if "train/loss" in r}
     print(f"  {out.name}: {time.perf_counter() - started:.0f} s, {timer.steps_per_s or float('nan'):.2f} steps/s "
           f"over {timer.steps} steps, final logged loss {losses[max(losses)]:.4f}", flush=True)
-    return {"losses": losses, "steps_per_s": timer.steps_per_s, "timed_steps": timer.steps,
-            "peak": result.get("peak_memory_bytes")}
+    return {"losses": losses, "steps_per_s": timer.steps_per_s, "peak": result["peak_memory_bytes"]}
 
 
 def max_gap(a: dict[int, float], b: dict[int, float]) -> float:
@@ -165,9 +165,8 @@ def describe(args: argparse.Namespace, precision: str, done: int, total: int) ->
         f"{partial}`{PRESET}`, d_model {args.d_model}, {args.steps} steps, seed 0, precision {precision}, "
         f"torch {torch.__version__}, triton {triton_version()}. Loss logged every {val_every(args.steps)} steps; "
         f"steps/s over the steps after the first {min(args.skip, args.steps // 2)}, those after a validation left "
-        f"out; peak memory "
-        f"torch.cuda.max_memory_allocated. The curves agree when max |d| <= max(ref, 2^-7 x mean loss) "
-        f"(benchmarks/gpu_training.py's docstring says why).\n\n"
+        f"out; peak memory torch.cuda.max_memory_allocated. The curves agree when max |d| <= max(ref, 2^-7 x mean "
+        f"loss) (benchmarks/gpu_training.py's docstring says why).\n\n"
     )
 
 
@@ -190,7 +189,7 @@ def main() -> None:
     if args.steps < 10:
         parser.error("--steps must be at least 10 (a loss logged every tenth of the steps)")
     cuda = torch.cuda.is_available()
-    precision = "bf16-mixed" if cuda else "32-true"  # what train.precision=auto picks
+    precision = "bf16-mixed" if cuda else "32-true"  # what the runs' train.precision=auto picks
     write = cuda and not args.quick
     if not cuda:
         print("no CUDA device: impl auto is chunk here and both runs are float32; printing only", flush=True)
@@ -199,9 +198,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="gpu_training_") as tmp:
         for mixer in args.mixers:
             print(f"{mixer}:", flush=True)
-            auto = run_once(mixer, "auto", precision, args, Path(tmp))
-            chunk = run_once(mixer, "chunk", precision, args, Path(tmp))
-            reference = run_once(mixer, "chunk", "32-true", args, Path(tmp)) if precision != "32-true" else None
+            auto = run_once(mixer, "auto", "auto", args, Path(tmp))
+            chunk = run_once(mixer, "chunk", "auto", args, Path(tmp))
+            reference = run_once(mixer, "chunk", "32-true", args, Path(tmp)) if cuda else None
             rows.append(compare(mixer, auto, chunk, reference))
             body = describe(args, precision, len(rows), len(args.mixers)) + markdown_table(HEADER, rows)
             if write:
