@@ -16,7 +16,7 @@ The run directory (`cfg.out_dir`) holds:
 - `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
 An interrupted run (SIGINT, SIGTERM, kill -9, a full disk) resumes to the same validation rows, result
-(apart from wall time) and final weights as an uninterrupted one.
+(apart from wall time and peak memory) and final weights as an uninterrupted one.
 """
 
 from __future__ import annotations
