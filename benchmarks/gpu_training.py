@@ -36,9 +36,10 @@ Time on an H100 (an estimate, not a measurement): 5 mixers x 3 runs x 300 steps 
 at the 25 ms a step the mqar_paper sweep's header assumes at d_model 64 (the chunk runs may be slower:
 more kernel launches); start-up, validations and the final test about 5 s a run, 1.3 min; Triton's
 compilation on the first use of each kernel family (forward, backward, inference forward) perhaps
-1 min each for Mamba-2 and the delta rule: about 6 min in all, inside a 10-minute limit. The section
-is rewritten after each mixer (marked partial until the last), so a run stopped early keeps what it
-measured; a run with `--mixers` writes a section of its own.
+1 min each for Mamba-2 and the delta rule: about 6 min in all. The section is rewritten after each
+mixer (marked partial until the last), so a run stopped early keeps what it measured; `--time-limit
+540` starts no mixer that would end past 9 minutes if it took as long as the one before it, for a
+10-minute slot. A run with `--mixers` writes a section of its own.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from time_limit import TimeLimit
 
 from loglinear.models import MIXERS
 from loglinear.sweeps.config import load_run_config
@@ -160,7 +162,8 @@ HEADER = ["mixer", "final loss auto / chunk", "max abs d auto-chunk", "rel", "re
 
 
 def describe(args: argparse.Namespace, precision: str, done: int, total: int) -> str:
-    partial = "" if done == total else f"**Partial: {done} of {total} mixers measured (the run stopped early).**\n\n"
+    partial = "" if done == total else \
+        f"**Partial: {done} of {total} mixers measured (stopped early: --time-limit, or killed).**\n\n"
     return (
         f"{partial}`{PRESET}`, d_model {args.d_model}, {args.steps} steps, seed 0, precision {precision}, "
         f"torch {torch.__version__}, triton {triton_version()}. Loss logged every {val_every(args.steps)} steps; "
@@ -185,7 +188,11 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--skip", type=int, default=10, help="first steps left out of steps/s (at most half)")
     parser.add_argument("--quick", action="store_true", help="tiny data (batch 32, T 64), print only")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="start no mixer that would end more than S seconds after the start, if it took as "
+                             "long as the mixer before it")
     args = parser.parse_args()
+    limit = TimeLimit(args.time_limit)
     if args.steps < 10:
         parser.error("--steps must be at least 10 (a loss logged every tenth of the steps)")
     cuda = torch.cuda.is_available()
@@ -197,6 +204,9 @@ def main() -> None:
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="gpu_training_") as tmp:
         for mixer in args.mixers:
+            if not limit.fits():
+                print(f"--time-limit {args.time_limit:g}: {mixer} and the mixers after it not measured", flush=True)
+                break
             print(f"{mixer}:", flush=True)
             auto = run_once(mixer, "auto", "auto", args, Path(tmp))
             chunk = run_once(mixer, "chunk", "auto", args, Path(tmp))
@@ -205,6 +215,7 @@ def main() -> None:
             body = describe(args, precision, len(rows), len(args.mixers)) + markdown_table(HEADER, rows)
             if write:
                 write_section(section, body)
+            limit.done()
     print(body)
     if write:
         print(f"wrote section {section!r} of benchmarks/RESULTS.md")

@@ -1,7 +1,7 @@
 """Sweep throughput with several runs sharing one GPU: runs per hour of a small mqar_paper sweep through the
 local runner (`loglinear sweep run --runs-per-gpu K`) for K = 1, 2, 4, 8, 16 runs on each GPU.
 
-    python3 benchmarks/sweep_throughput.py           # CUDA: writes the "sweep throughput" section of RESULTS.md
+    python3 benchmarks/sweep_throughput.py           # CUDA: writes its section of RESULTS.md
     python3 benchmarks/sweep_throughput.py --ks 1 4 16 --steps 300
     python3 benchmarks/sweep_throughput.py --quick   # any device: tiny runs, --workers 1 and 2, print only (CPU: 1 min)
 
@@ -34,8 +34,9 @@ if the gain saturates well below the CPU count.
 Time on an H100 (an estimate, not a measurement): a run is about 5 s of start-up, 200 x 25 ms of steps
 (the mqar_paper sweep's assumption) and 1 s of validation and test, about 11 s; K = 1: 16 runs one
 after another, 3 min; K = 2 about 1.5 min; K = 4, 8, 16 under 1 min each; the warm-up 1 to 2 min
-(compilation): about 7 to 8 min in all, inside a 10-minute limit. The section is rewritten after each
-K (marked partial until the last), so a run stopped early keeps what it measured.
+(compilation): about 7 to 8 min in all. The section is rewritten after each K (marked partial until
+the last), so a run stopped early keeps what it measured; `--time-limit 540` starts no K that would
+end past 9 minutes if it took as long as the K before it (larger K take less), for a 10-minute slot.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ import time
 from pathlib import Path
 
 import torch
+from time_limit import TimeLimit
 
 from loglinear.sweeps.manifest import result_of, run_dir, write_manifest
 from loglinear.sweeps.progress import Progress
@@ -109,7 +111,8 @@ HEADER = ["K (runs per GPU)", "wall (s)", "runs/hour", "speed-up over K=1", "ste
 
 def describe(args: argparse.Namespace, spec: SweepSpec, done: int, gpus: list[str]) -> str:
     total = len(set(args.ks))
-    partial = "" if done == total else f"**Partial: {done} of {total} K measured (the run stopped early).**\n\n"
+    partial = "" if done == total else \
+        f"**Partial: {done} of {total} K measured (stopped early: --time-limit, or killed).**\n\n"
     where = f"{len(gpus)} GPU(s) visible" if gpus else "no GPU: K is --workers"
     grid = " x ".join(f"{key} {'/'.join(map(str, values))}" for key, values in spec.grid.items())
     return (
@@ -126,7 +129,11 @@ def main() -> None:
     parser.add_argument("--ks", type=int, nargs="+", help="runs per GPU to measure (default 1 2 4 8 16; --quick: 1 2)")
     parser.add_argument("--steps", type=int, help="training steps of every run (default 200; --quick: 20)")
     parser.add_argument("--quick", action="store_true", help="4 tiny runs (batch 16, T 64, d_model 16), print only")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="start no K that would end more than S seconds after the start, if it took as long "
+                             "as the K before it")
     args = parser.parse_args()
+    limit = TimeLimit(args.time_limit)
     args.ks = args.ks or ([1, 2] if args.quick else [1, 2, 4, 8, 16])
     args.steps = args.steps or (20 if args.quick else 200)
     if min(args.ks) < 1 or args.steps < 1:
@@ -143,6 +150,9 @@ def main() -> None:
         warm = sweep_spec(WARMUP_STEPS, args.quick, seeds[:1])
         run_sweep(warm, Path(tmp) / "warmup", len(expand(warm)) if gpus else 2, bool(gpus), "warm-up")
         for k in sorted(set(args.ks)):
+            if not limit.fits():
+                print(f"--time-limit {args.time_limit:g}: K={k} and larger not measured", flush=True)
+                break
             out = Path(tmp) / f"k{k}"
             runs, wall = run_sweep(spec, out, k, bool(gpus), f"K={k}")
             rows.append(row(k, wall, runs, out, args.steps, baseline))
@@ -152,6 +162,7 @@ def main() -> None:
             print(f"K={k}: {wall:.1f} s for {len(runs)} runs", flush=True)
             if write:
                 write_section(SECTION, body)
+            limit.done()
     print(body)
     if write:
         print(f"wrote section {SECTION!r} of benchmarks/RESULTS.md")

@@ -176,8 +176,6 @@ def _wandb(args: argparse.Namespace) -> int:
     from loglinear.sweeps.manifest import default_out, write_manifest
     from loglinear.sweeps.spec import expand, load_spec
 
-    if args.runs_per_gpu is not None and args.launcher != "local":
-        raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
     spec = load_spec(args.spec)
     runs = expand(spec)
     out = Path(args.out) if args.out else default_out(spec)
