@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from loglinear.checks import int_option
 from loglinear.sweeps.config import ConfigError
+from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU
 
 if TYPE_CHECKING:
     from loglinear.sweeps.spec import Run, SweepSpec
@@ -24,6 +25,7 @@ sweeps_out/<name>). Rerunning a sweep skips finished runs and resumes interrupte
 
   loglinear sweep run configs/sweeps/demo_cpu.yaml             # run locally, then print the table
   loglinear sweep run SPEC --dry-run                           # list the runs
+  loglinear sweep run SPEC --runs-per-gpu 4                    # 4 runs share each GPU at a time
   loglinear sweep run SPEC --launcher submitit --executor slurm_partition=gpu   # Slurm job array
   loglinear sweep status sweeps_out/demo_cpu                   # done / running / pending (Slurm's reason) / failed
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
@@ -58,9 +60,13 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run a sweep (skips finished runs, resumes interrupted ones), then report")
     run.add_argument("spec", help="sweep spec YAML (e.g. configs/sweeps/demo_cpu.yaml)")
     run.add_argument("--out", help="output folder (default: sweeps_out/<name>)")
-    run.add_argument("--workers", type=int_option(1),
-                     help="runs at a time (default: one per GPU, else one per CPU core); "
-                          "with submitit: the array's parallelism")
+    at_a_time = run.add_mutually_exclusive_group()
+    at_a_time.add_argument("--workers", type=int_option(1),
+                           help="runs at a time, dealt round-robin over the visible GPUs (default: --runs-per-gpu "
+                                "on a GPU machine, else one per CPU core); with submitit: the array's parallelism")
+    at_a_time.add_argument("--runs-per-gpu", type=int_option(1), metavar="K",
+                           help=f"local launcher, GPU machines: K runs share each visible GPU (default "
+                                f"{DEFAULT_RUNS_PER_GPU}, until benchmarks/sweep_throughput.py measures a better K)")
     run.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
     run.add_argument("--launcher", choices=("local", "submitit"), default="local",
                      help="local processes (default), or a Slurm job array through submitit")
@@ -93,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
     from loglinear.sweeps.spec import expand, load_spec
     from loglinear.sweeps.train import FINISHED
 
+    if args.runs_per_gpu is not None and args.launcher != "local":
+        raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
     spec = load_spec(args.spec)
     runs = expand(spec)
     out = Path(args.out) if args.out else default_out(spec)
@@ -109,7 +117,7 @@ def _run(args: argparse.Namespace) -> int:
 
             outcome = submit_array(runs, out, spec.name, args.workers, parse_executor_args(args.executor), progress)
         else:
-            outcome = run_local(runs, out, args.workers, progress)
+            outcome = run_local(runs, out, args.workers, progress, runs_per_gpu=args.runs_per_gpu)
     unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
     if outcome.interrupted:
         if args.launcher == "local":

@@ -1,7 +1,9 @@
 """The local runner: each run of a sweep in its own `loglinear train` process, a few at a time.
 
-One worker per visible GPU (each process sees only its GPU), or N CPU workers sharing the cores
-without oversubscription (each process gets cores // N threads, or $OMP_NUM_THREADS when set).
+On a GPU machine, K workers on each visible GPU (`runs_per_gpu`, default DEFAULT_RUNS_PER_GPU; each
+process sees only its GPU), or N workers in all (`workers`), dealt round-robin over the GPUs; without
+a GPU, N CPU workers (default one per core). Either way each process gets cores // N threads (or
+$OMP_NUM_THREADS when set), so the cores are never oversubscribed.
 A run whose result is finished is skipped; any other is started with `loglinear train` on its
 resolved config.yaml, which resumes it from its last checkpoint. A crashed or diverged run never
 stops the others. SIGINT / SIGTERM / SIGHUP: every running process gets one SIGINT (it saves its
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from loglinear.sweeps import lock
-from loglinear.sweeps.config import to_yaml
+from loglinear.sweeps.config import ConfigError, to_yaml
 from loglinear.sweeps.files import write_json_atomic
 from loglinear.sweeps.manifest import LOG, is_finished, run_dir, status_of
 from loglinear.sweeps.progress import Progress, eta_seconds
@@ -41,6 +43,9 @@ INTERRUPTED = (130, 143)
 """Exit statuses of an interrupted `loglinear train` (SIGINT, SIGTERM): its run resumes when started again."""
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 LOCK = ".runner.lock"
+DEFAULT_RUNS_PER_GPU = 1
+"""Runs sharing one GPU when neither `workers` nor `runs_per_gpu` is given. 1 until measured: the
+default is to become the K with the most runs per hour in benchmarks/sweep_throughput.py on a GPU."""
 
 
 def write_run_config(run: Run, directory: Path) -> Path:
@@ -79,13 +84,20 @@ def visible_gpus() -> list[str]:
 
 
 def worker_envs(workers: int | None, runs: int, gpus: list[str], cores: int,
-                threads: str | None = None) -> list[dict[str, str]]:
-    """The environment of each worker: its GPU (round-robin when workers > GPUs) and its thread count,
-    `threads` if given (the user's OMP_NUM_THREADS), else cores // workers.
+                threads: str | None = None, runs_per_gpu: int | None = None) -> list[dict[str, str]]:
+    """The environment of each worker: its GPU (round-robin over `gpus`) and its thread count, `threads`
+    if given (the user's OMP_NUM_THREADS), else cores // workers.
 
-    Default workers: one per GPU, else one per core; never more than there are runs.
+    Workers: `workers` in all, or `runs_per_gpu` on each GPU (at most one of the two; runs_per_gpu
+    needs a GPU); by default DEFAULT_RUNS_PER_GPU per GPU, else one per core; never more than there
+    are runs (the ones left are then spread evenly over the GPUs).
     """
-    n = workers or len(gpus) or cores
+    if workers is not None and runs_per_gpu is not None:
+        raise ConfigError("--workers and --runs-per-gpu exclude each other: give one")
+    if runs_per_gpu is not None and not gpus:
+        raise ConfigError(
+            "--runs-per-gpu needs a visible CUDA device and none is visible here; on a CPU give --workers")
+    n = workers or (runs_per_gpu or DEFAULT_RUNS_PER_GPU) * len(gpus) or cores
     n = max(1, min(n, runs))
     threads = threads or str(max(1, cores // n))
     envs = [{"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} for _ in range(n)]
@@ -132,15 +144,15 @@ class _StopRequest:
 
 
 def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: Progress | None = None,
-              grace_s: float = GRACE_S) -> SweepOutcome:
-    """Run every unfinished run of `runs` into `out/runs/<id>`; returns the statuses (see module docstring).
-    Call it inside `exclusive(out)`."""
+              grace_s: float = GRACE_S, runs_per_gpu: int | None = None) -> SweepOutcome:
+    """Run every unfinished run of `runs` into `out/runs/<id>`, `workers` at a time or `runs_per_gpu` on
+    each GPU (`worker_envs`); returns the statuses (see module docstring). Call it inside `exclusive(out)`."""
     progress = progress or Progress("sweep", enabled=False)
     statuses = {r.run_id: status_of(run_dir(out, r.run_id)) for r in runs}
     statuses = {rid: s if s in FINISHED else "pending" for rid, s in statuses.items()}
     todo = collections.deque(r for r in runs if statuses[r.run_id] == "pending")
     threads = os.environ.get("OMP_NUM_THREADS")
-    envs = worker_envs(workers, len(todo), visible_gpus(), cpu_count(), threads) if todo else []
+    envs = worker_envs(workers, len(todo), visible_gpus(), cpu_count(), threads, runs_per_gpu) if todo else []
     free = list(range(len(envs)))
     active: list[RunProcess] = []
     durations: list[float] = []

@@ -9,12 +9,14 @@ The run directory (`cfg.out_dir`) holds:
                  validation schedule it would have seen (batches are keyed by (seed, step));
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold`, `params`,
-                 `wall_time_s`, the final validation and test metrics (per slice), and `error`.
+                 `wall_time_s`, `peak_memory_bytes` (the most GPU memory torch held for tensors
+                 during this session of the run, `torch.cuda.max_memory_allocated`; null off CUDA),
+                 the final validation and test metrics (per slice), and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
 An interrupted run (SIGINT, SIGTERM, kill -9, a full disk) resumes to the same validation rows, result
-(apart from wall time) and final weights as an uninterrupted one.
+(apart from wall time and peak memory) and final weights as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -214,6 +216,9 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
         callbacks.append(stopper)
     with _quiet_warnings():
         trainer = _trainer(cfg, out, metrics, callbacks, quiet)
+        device = trainer.strategy.root_device
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)  # this run's peak, not an earlier one's in this process
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if resume is None else resume.path)
         if stop.requested:  # the signal came in the last step: the run resumes from its last checkpoint
             raise Interrupted(stop.signum)  # type: ignore[arg-type]
@@ -239,6 +244,7 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
         "stop_reason": None if stopper is None else stopper.stopping_reason_message,
         "final_val": final_val,
         "test": test,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
     }
     result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started))
     return result

@@ -59,8 +59,8 @@ def step_of(checkpoint: Path) -> int:
 
 
 def without_time(result: dict) -> dict:
-    """The result apart from its wall time and where the run lives."""
-    kept = {k: v for k, v in result.items() if k != "wall_time_s"}
+    """The result apart from its wall time, its peak GPU memory (the last session's) and where the run lives."""
+    kept = {k: v for k, v in result.items() if k not in ("wall_time_s", "peak_memory_bytes")}
     kept["config"] = {k: v for k, v in kept["config"].items() if k != "out_dir"}
     return kept
 

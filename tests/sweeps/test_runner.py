@@ -11,9 +11,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from loglinear.sweeps import runner
 from loglinear.sweeps.cli import sweep_main
+from loglinear.sweeps.config import ConfigError
 from loglinear.sweeps.progress import Progress, eta_seconds
-from loglinear.sweeps.runner import exclusive, worker_envs
+from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, exclusive, worker_envs
 from loglinear.sweeps.spec import expand, load_spec
 
 from .sweep_helpers import write_spec
@@ -36,6 +40,50 @@ def test_workers_share_cores_and_gpus():
     assert [e["CUDA_VISIBLE_DEVICES"] for e in gpus] == ["2", "5"] and gpus[0]["OMP_NUM_THREADS"] == "8"
     assert [e["CUDA_VISIBLE_DEVICES"] for e in worker_envs(3, runs=10, gpus=["0", "1"], cores=6)] == ["0", "1", "0"]
     assert {e["OMP_NUM_THREADS"] for e in worker_envs(2, runs=10, gpus=[], cores=8, threads="1")} == {"1"}
+
+
+def test_runs_per_gpu_puts_k_workers_on_each_gpu():
+    envs = worker_envs(None, runs=40, gpus=["3", "7"], cores=16, runs_per_gpu=4)
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["3", "7"] * 4
+    assert {e["OMP_NUM_THREADS"] for e in envs} == {"2"} == {e["MKL_NUM_THREADS"] for e in envs}
+    # fewer runs than slots: no idle worker, and the runs spread evenly over the GPUs
+    assert [e["CUDA_VISIBLE_DEVICES"] for e in worker_envs(None, runs=3, gpus=["0", "1"], cores=16, runs_per_gpu=4)] \
+        == ["0", "1", "0"]
+    # more workers than cores: one thread each; the user's OMP_NUM_THREADS wins
+    assert {e["OMP_NUM_THREADS"] for e in worker_envs(None, runs=40, gpus=["0"], cores=4, runs_per_gpu=16)} == {"1"}
+    assert {e["OMP_NUM_THREADS"] for e in worker_envs(None, 40, ["0"], 16, threads="3", runs_per_gpu=2)} == {"3"}
+    # the default is DEFAULT_RUNS_PER_GPU on each GPU
+    assert len(worker_envs(None, runs=40, gpus=["0", "1"], cores=16)) == 2 * DEFAULT_RUNS_PER_GPU
+
+
+def test_runs_per_gpu_refuses_a_cpu_machine_and_workers_beside_it():
+    with pytest.raises(ConfigError, match="needs a visible CUDA device"):
+        worker_envs(None, runs=4, gpus=[], cores=8, runs_per_gpu=2)
+    with pytest.raises(ConfigError, match="exclude each other"):
+        worker_envs(2, runs=4, gpus=["0"], cores=8, runs_per_gpu=2)
+
+
+def test_runs_per_gpu_bad_usage_exits_2_before_running_anything(tmp_path, capsys):
+    spec_path = write_spec(tmp_path, {"train.seed": [0]})
+    out = tmp_path / "out"
+    assert sweep_main(["run", str(spec_path), "--out", str(out), "--workers", "2", "--runs-per-gpu", "2"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+    assert sweep_main(["run", str(spec_path), "--out", str(out), "--runs-per-gpu", "0"]) == 2
+    assert "must be >= 1" in capsys.readouterr().err
+    assert sweep_main(["run", str(spec_path), "--out", str(out), "--runs-per-gpu", "2", "--launcher", "submitit"]) == 2
+    assert capsys.readouterr().err.strip() == ("loglinear sweep: error: --runs-per-gpu is for the local launcher "
+                                               "(a Slurm task trains one run on its own GPU)")
+    assert not (out / "runs").exists()
+
+
+def test_runs_per_gpu_without_a_gpu_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(runner, "visible_gpus", lambda: [])
+    spec_path = write_spec(tmp_path, {"train.seed": [0]})
+    assert sweep_main(["run", str(spec_path), "--out", str(tmp_path / "out"), "--runs-per-gpu", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "loglinear sweep: error: --runs-per-gpu needs a visible CUDA device and none is visible here; " \
+                  "on a CPU give --workers"
+    assert not (tmp_path / "out" / "runs").exists()
 
 
 def test_progress_line_counts_runs_and_estimates_the_time_left():

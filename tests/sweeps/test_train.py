@@ -60,6 +60,20 @@ def test_a_finished_run_is_not_redone(tmp_path):
     assert (tmp_path / "run" / "result.json").stat().st_mtime_ns == stamp
 
 
+def test_peak_gpu_memory_is_null_off_cuda(tmp_path):
+    result = train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "train.accelerator=cpu"))
+    assert "peak_memory_bytes" in result and result["peak_memory_bytes"] is None
+    assert read_result(tmp_path / "run")["peak_memory_bytes"] is None
+
+
+@pytest.mark.gpu
+def test_peak_gpu_memory_is_each_runs_own(tmp_path):
+    extra = ("train.max_steps=10", "train.val_every=10", "train.accelerator=gpu")
+    large = train(tiny(tmp_path, *extra, "model.d_model=256", "data.batch_size=256", name="large"))
+    small = train(tiny(tmp_path, *extra, name="small"))  # same process: the large run's peak must not carry over
+    assert 0 < small["peak_memory_bytes"] < large["peak_memory_bytes"]
+
+
 def test_same_seed_same_metrics_and_a_final_validation(tmp_path):
     extra = ("train.max_steps=25", "train.val_every=10", "train.early_stop_threshold=null")
     a, b = train(tiny(tmp_path, *extra, name="a")), train(tiny(tmp_path, *extra, name="b"))
