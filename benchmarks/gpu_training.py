@@ -52,13 +52,13 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from results_md import markdown_table, write_section
 from time_limit import TimeLimit
 
 from loglinear.models import MIXERS
 from loglinear.sweeps.config import load_run_config
 from loglinear.sweeps.metrics_file import METRICS, read_rows
 from loglinear.sweeps.train import train
-from results import markdown_table, write_section
 
 SECTION = "GPU training: impl auto vs chunk"
 PRESET = "configs/mqar_paper.yaml"

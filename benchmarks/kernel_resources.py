@@ -103,7 +103,7 @@ def main() -> None:
     import triton
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from results import markdown_table, write_section
+    from results_md import markdown_table, write_section
 
     rows = []
     for shape, launch in launches():

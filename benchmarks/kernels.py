@@ -423,7 +423,7 @@ RATIOS = {
 
 
 def table(variant: str, methods: list[Method], res: dict[str, dict[int, float | str]], lengths: list[int]) -> str:
-    from results import markdown_table
+    from results_md import markdown_table
 
     header = ["ms (fwd+bwd)"] + [f"T={T // 1024}K" if T % 1024 == 0 else f"T={T}" for T in lengths]
     rows = [[m.label] + [fmt(res[m.key][T]) for T in lengths] for m in methods]
@@ -561,7 +561,7 @@ def run_part(variant: str, shape_name: str, lengths: list[int], peers: Peers, de
 
 def merge_into_results(new_parts: dict[str, str]) -> str:
     """The section body: this run's parts plus the parts of the existing section that this run did not measure."""
-    from results import RESULTS
+    from results_md import RESULTS
 
     old = RESULTS.read_text() if RESULTS.exists() else ""
     m = re.search(rf"<!-- begin:{re.escape(SECTION)} -->(.*?)<!-- end:{re.escape(SECTION)} -->", old, re.S)
@@ -615,7 +615,7 @@ def main() -> None:
             json.dump(raws, f, indent=1)
     if a.quick or a.smoke:
         return
-    from results import write_section
+    from results_md import write_section
 
     path = write_section(SECTION, merge_into_results(parts))
     print(f"\nwritten to {path}")

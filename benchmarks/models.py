@@ -26,9 +26,9 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from results_md import markdown_table, write_section
 
 from loglinear.models import MIXERS, build_model, param_groups
-from results import markdown_table, write_section
 
 SECTION = "models: CPU training step"
 REFERENCE = "attention"  # every other mixer's step time is reported relative to softmax attention's

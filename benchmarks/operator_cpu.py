@@ -103,7 +103,7 @@ def table(delta: bool, lengths: list[int], naive_max: int, reps: int, run) -> tu
         ])
     header = ["T", "naive ms", "naive MiB", "chunk ms", "chunk MiB", "plain chunk ms", "naive/chunk",
               "chunk/plain", "chunk GFLOP/s"]
-    from results import markdown_table
+    from results_md import markdown_table
 
     return markdown_table(header, rows), res
 
@@ -156,7 +156,7 @@ def main() -> None:
             f"target >= 30%) {'met' if eff[worst] >= 0.3 else 'MISSED'}",
         ]
     body += ["### Targets\n", "\n".join(checks)]
-    from results import write_section
+    from results_md import write_section
 
     path = write_section("operator: CPU forward+backward", "\n".join(body))
     print("\n".join(body))

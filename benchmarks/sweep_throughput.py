@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 
 import torch
+from results_md import markdown_table, write_section
 from time_limit import TimeLimit
 
 from loglinear.sweeps.manifest import result_of, run_dir, write_manifest
@@ -55,7 +56,6 @@ from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import exclusive, run_local, visible_gpus
 from loglinear.sweeps.spec import Run, SweepSpec, expand, parse_spec
 from loglinear.sweeps.train import FINISHED
-from results import markdown_table, write_section
 
 SECTION = "sweep throughput: runs per GPU"
 MIXERS = ["mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet"]

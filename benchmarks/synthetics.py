@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from results import markdown_table, write_section
+from results_md import markdown_table, write_section
 
 SHAPES = [(64, 4), (256, 64), (1024, 256), (256, [4, 8, 16, 32, 64])]
 TARGETS = {(64, "4"): 500_000, (256, "64"): 50_000, (1024, "256"): 50_000}
