@@ -69,7 +69,7 @@ def run_case(case: Case, T: int = 70) -> None:
     if case.initial_state:
         levels = num_levels(5) if case.levels else 1
         state = LogLinearState(torch.zeros(1, H, levels, case.V, case.K, dtype=case.dtype, device=DEVICE),
-                               torch.tensor([5]))
+                               torch.tensor([5], device=DEVICE))
     o, final = log_linear_attn(*inputs, initial_state=state, output_final_state=True, impl="triton",
                                chunk_size=case.chunk)
     (o.float().sum() + final.levels.float().sum()).backward()
