@@ -5,8 +5,8 @@ GPU build rejects (a dot shape, a type its lowering refuses, a constexpr branch 
 types) would first fail on a lent GPU. Two steps close that gap without one:
 
 1. `recorded_launches()`: run the operator inside it (in the interpreter) and it records every kernel
-   launch: the kernel, each argument's type (a tensor's dtype, a scalar's kind) and constexpr values,
-   and the launch options (num_warps) - exactly what the launchers chose.
+   launch: the kernel, each runtime argument's Triton type (a tensor's dtype, a scalar's width), the
+   constexprs' values and the launch options (num_warps) - exactly what the launchers chose.
 2. `python -m loglinear.kernels.fused.offline LAUNCHES.json [--arch 90a]`, in a process without
    TRITON_INTERPRET: compiles each distinct launch for that architecture down to machine code (Triton
    and the ptxas it ships) and exits 1 naming every launch that failed.
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import inspect
 import json
 import os
 import sys
@@ -38,39 +39,57 @@ INT32 = range(-(2**31), 2**31)
 
 @dataclass(frozen=True)
 class Launch:
-    """One kernel launch as the compiler sees it: runtime values are reduced to their types."""
+    """One kernel launch as the compiler sees it: each runtime argument by its Triton type, each constexpr
+    (and each None, which Triton treats as one) by its value, and the launch options."""
 
     kernel: str  # "intra.intra_fwd_kernel"
-    args: tuple[tuple[str, str | int | bool | float | None], ...]  # (name, "*bf16" / "i32" / "fp32" / value)
+    types: tuple[tuple[str, str], ...]  # every argument in order: "*bf16" / "i32" / "i64" / "i1" / "fp32" / "constexpr"
+    constants: tuple[tuple[str, object], ...]  # (name, value) of the constexprs
     options: tuple[tuple[str, int], ...]
 
     def to_json(self) -> dict:
-        return {"kernel": self.kernel, "args": [list(a) for a in self.args], "options": dict(self.options)}
+        return {"kernel": self.kernel, "types": dict(self.types), "constants": dict(self.constants),
+                "options": dict(self.options)}
 
     @classmethod
     def from_json(cls, d: dict) -> Launch:
-        return cls(d["kernel"], tuple(tuple(a) for a in d["args"]), tuple(sorted(d["options"].items())))
+        return cls(d["kernel"], tuple(d["types"].items()), tuple(d["constants"].items()),
+                   tuple(sorted(d["options"].items())))
+
+    def signature(self) -> tuple[dict[str, str], dict[str, object]]:
+        """Triton's (signature, constexprs) of this launch."""
+        return dict(self.types), dict(self.constants)
 
 
-def _describe(value: object) -> str | int | bool | float | None:
-    """A tensor by its pointer type; a scalar as it is (a runtime int's width, or a constexpr's value)."""
-    return POINTER_TYPES[value.dtype] if isinstance(value, torch.Tensor) else value
+def _triton_type(name: str, value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return POINTER_TYPES[value.dtype]
+    if isinstance(value, bool):
+        return "i1"
+    if isinstance(value, int):
+        return "i32" if value in INT32 else "i64"
+    if isinstance(value, float):
+        return "fp32"
+    raise TypeError(f"argument {name}={value!r} has no Triton type")
 
 
-def _launch(kernel: str, arg_names: list[str], args: tuple, kwargs: dict) -> Launch:
-    bound = dict(zip(arg_names[: len(args)], args, strict=True))
+def _launch(kernel: str, fn, args: tuple, kwargs: dict) -> Launch:
+    params = inspect.signature(fn).parameters
+    bound = dict(zip(list(params)[: len(args)], args, strict=True))
     bound.update({k: v for k, v in kwargs.items() if k not in LAUNCH_OPTIONS})
+    constexpr = {name for name, p in params.items() if "constexpr" in str(p.annotation)}
+    constants = tuple((n, bound[n]) for n in params if n in constexpr or bound[n] is None)
+    types = tuple((n, "constexpr" if n in dict(constants) else _triton_type(n, bound[n])) for n in params)
     options = tuple(sorted((k, int(v)) for k, v in kwargs.items() if k in LAUNCH_OPTIONS))
-    return Launch(kernel, tuple((name, _describe(bound[name])) for name in arg_names), options)
+    return Launch(kernel, types, constants, options)
 
 
 def _kernels() -> Iterator[tuple[str, object]]:
     for name in KERNEL_MODULES:
         module = importlib.import_module(f"{__package__}.{name}")
         for attr, obj in vars(module).items():
-            if hasattr(obj, "run") and hasattr(obj, "arg_names") and getattr(obj, "fn", None) is not None:
-                if obj.fn.__module__ == module.__name__:
-                    yield f"{name}.{attr}", obj
+            if hasattr(obj, "run") and getattr(obj, "fn", None) is not None and obj.fn.__module__ == module.__name__:
+                yield f"{name}.{attr}", obj
 
 
 @contextlib.contextmanager
@@ -79,9 +98,9 @@ def recorded_launches() -> Iterator[list[Launch]]:
     launches: list[Launch] = []
     wrapped = []
     for name, kernel in _kernels():
-        def run(*args, _name=name, _kernel=kernel, _run=kernel.run, **kwargs):
+        def run(*args, _name=name, _fn=kernel.fn, _run=kernel.run, **kwargs):
             launch_kwargs = {k: v for k, v in kwargs.items() if k not in ("grid", "warmup")}
-            launches.append(_launch(_name, _kernel.arg_names, args, launch_kwargs))
+            launches.append(_launch(_name, _fn, args, launch_kwargs))
             return _run(*args, **kwargs)
 
         kernel.run = run  # an instance attribute: kernel[grid](...) calls self.run
@@ -93,27 +112,6 @@ def recorded_launches() -> Iterator[list[Launch]]:
             del kernel.run
 
 
-def signature(fn, launch: Launch) -> tuple[dict[str, str], dict[str, object]]:
-    """Triton's (signature, constexprs) of a launch of the JIT function `fn`."""
-    values = dict(launch.args)
-    sig, constants = {}, {}
-    for p in fn.params:
-        value = values[p.name]
-        if p.is_constexpr or value is None:
-            sig[p.name], constants[p.name] = "constexpr", value
-        elif isinstance(value, str) and value.startswith("*"):
-            sig[p.name] = value
-        elif isinstance(value, bool):
-            sig[p.name] = "i1"
-        elif isinstance(value, int):
-            sig[p.name] = "i32" if value in INT32 else "i64"
-        elif isinstance(value, float):
-            sig[p.name] = "fp32"
-        else:
-            raise TypeError(f"{launch.kernel}: argument {p.name}={value!r} has no Triton type")
-    return sig, constants
-
-
 def compile_launch(launch: Launch, arch: str = "90a"):
     """The compiled kernel of `launch` for CUDA architecture `arch` (e.g. "90a", "80"); raises on failure."""
     import triton
@@ -122,21 +120,15 @@ def compile_launch(launch: Launch, arch: str = "90a"):
 
     module, attr = launch.kernel.split(".")
     fn = getattr(importlib.import_module(f"{__package__}.{module}"), attr)
-    sig, constants = signature(fn, launch)
+    sig, constants = launch.signature()
     capability = int(arch.rstrip("a"))
     return triton.compile(ASTSource(fn, sig, constants), target=GPUTarget("cuda", capability, 32),
                           options=dict(launch.options))
 
 
 def distinct(launches: list[Launch]) -> list[Launch]:
-    """One launch per compiled kernel: runtime ints only matter by their width."""
-    seen: dict[tuple, Launch] = {}
-    for launch in launches:
-        key = (launch.kernel, launch.options,
-               tuple((n, ("i64" if v not in INT32 else "i32")) if isinstance(v, int) and not isinstance(v, bool)
-                     else (n, v) for n, v in launch.args))
-        seen.setdefault(key, launch)
-    return list(seen.values())
+    """Each compiled kernel once, in the order first launched."""
+    return list(dict.fromkeys(launches))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -157,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
             compile_launch(launch, args.arch)
         except Exception as e:  # every failure is reported; the exit status says there was one
             failed.append(launch.kernel)
-            print(f"FAILED {launch.kernel} {dict(launch.args)} {dict(launch.options)}\n  {type(e).__name__}: {e}")
+            print(f"FAILED {launch.kernel} {dict(launch.constants)} {dict(launch.options)}\n  {type(e).__name__}: {e}")
             continue
         print(f"ok {launch.kernel} ({time.perf_counter() - start:.1f} s)", flush=True)
     print(f"{len(launches) - len(failed)} of {len(launches)} launches compiled for sm_{args.arch} "

@@ -93,9 +93,11 @@ def launches() -> list[Launch]:
 
 def test_the_cases_launch_every_kernel_in_every_mode(launches):
     assert {launch.kernel for launch in launches} == KERNELS
-    modes = {(launch.kernel, dict(launch.args).get("HAS_LAM"), dict(launch.args).get("PREC")) for launch in launches}
+    modes = {(la.kernel, dict(la.constants).get("HAS_LAM"), dict(la.constants).get("PREC")) for la in launches}
     for kernel in ("intra.intra_fwd_kernel", "scan.scan_bwd_kernel"):
         assert {(kernel, lam, prec) for lam in (True, False) for prec in ("tf32", "ieee")} <= modes
+    # constexprs tell compiled kernels apart: both chunk sizes stay after removing repeated launches
+    assert {dict(la.constants)["C"] for la in distinct(launches) if la.kernel == "intra.intra_fwd_kernel"} == {16, 64}
 
 
 def test_every_launch_compiles_for_sm90a(launches, tmp_path):
@@ -107,7 +109,8 @@ def test_every_launch_compiles_for_sm90a(launches, tmp_path):
 def test_a_launch_the_compiler_rejects_fails_the_check(launches, tmp_path):
     """A q/k block of 4 columns: the interpreter computes it correctly, the GPU's dot refuses it."""
     launch = next(la for la in launches if la.kernel == "intra.intra_fwd_kernel")
-    broken = Launch(launch.kernel, tuple((n, 4 if n == "BK" else v) for n, v in launch.args), launch.options)
+    constants = tuple((n, 4 if n == "BK" else v) for n, v in launch.constants)
+    broken = Launch(launch.kernel, launch.types, constants, launch.options)
     result = compile_all([broken], tmp_path)
     assert result.returncode == 1
     assert "FAILED intra.intra_fwd_kernel" in result.stdout
