@@ -82,10 +82,10 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not is_rank_zero():  # a data-parallel rank that Lightning started: rank 0 holds the folder and writes its files
-        return _train(cfg, out, callbacks)
+        return _train(cfg, out, callbacks, writes=False)
     busy = f"another process is training the run in {out}; wait for it or use another out_dir"
     with lock.exclusive(out / LOCK, busy):
-        return _train(cfg, out, callbacks)
+        return _train(cfg, out, callbacks, writes=True)
 
 
 def is_rank_zero() -> bool:
@@ -96,7 +96,7 @@ def is_rank_zero() -> bool:
     return getattr(rank_zero_only, "rank", 0) == 0
 
 
-def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any]:
+def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) -> dict[str, Any]:
     config_path = out / CONFIG
     other = config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg))
     if other and _has_progress(out):
@@ -110,7 +110,6 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any]) -> dict[str, Any
         print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
     if previous is not None and previous.get("status") in FINISHED:
         return previous
-    writes = is_rank_zero()
     if writes:
         write_text_atomic(config_path, to_yaml(cfg))
     started = time.time()
