@@ -3,6 +3,7 @@ the demo's paired design, the paper spec's tuning grid."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -66,10 +67,30 @@ def test_state_tracking_specs_pair_both_eigenvalue_ranges_and_test_past_training
         trained = cfg.data.task_args["seq_len"]
         tested = [s.get("seq_len", trained) for s in cfg.data.eval_sets]
         assert tested == [trained, 2 * trained, 4 * trained, 8 * trained]
-        if cfg.data.task == "parity":  # trained on every prefix, tested on the final parity of exactly L bits
-            assert all(s["scored"] == "last" for s in cfg.data.eval_sets)
+        # trained on every prefix, tested on the final answer at exactly L
+        assert "scored" not in cfg.data.task_args and all(s["scored"] == "last" for s in cfg.data.eval_sets)
         assert cfg.train.early_stop_threshold is None  # a fixed budget: stopping at 99% in distribution stops too early
     recurrent = MIXERS - {"attention"}
     assert set(seeds) == {(m, neg) for m in recurrent for neg in (False, True)} | {("attention", False)}
     assert len({tuple(sorted(s)) for s in seeds.values()}) == 1
     assert all(len(set(s)) == len(s) >= 3 for s in seeds.values())
+
+
+def test_parity_follow_up_uses_fresh_seeds_and_the_same_protocol():
+    """The 4x lead's re-test: both Gated DeltaNets with [-1, 1] transitions, seeds the first sweep never used,
+    and otherwise the very configuration of the first sweep's runs."""
+    first = {(r.config.model.mixer, r.config.model.negative_eigenvalues, r.config.train.seed): r.config
+             for r in expand(load_spec(CONFIGS / "sweeps" / "state_tracking_cpu.yaml"))}
+    runs = expand(load_spec(CONFIGS / "sweeps" / "parity_gdn_confirm_cpu.yaml"))
+    assert len(runs) == 10
+    assert {(r.config.model.mixer, r.config.model.negative_eigenvalues) for r in runs} == {
+        ("gated_deltanet", True), ("log_linear_gated_deltanet", True)}
+    assert {r.config.train.seed for r in runs} == {4, 5, 6, 7, 8}
+    assert not {r.config.train.seed for r in runs} & {seed for _, _, seed in first}
+    for run in runs:
+        cfg = run.config
+        assert cfg.data.seed == cfg.train.seed
+        reference = first[(cfg.model.mixer, True, 1)]
+        same = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=1),
+                                   data=dataclasses.replace(cfg.data, seed=1), out_dir=reference.out_dir)
+        assert same == reference
