@@ -5,7 +5,7 @@ Triton kernels) and with `model.impl=chunk` (the chunkwise torch path), same see
     python3 benchmarks/gpu_training.py --mixers mamba2 gated_deltanet   # a subset: its own section
     python3 benchmarks/gpu_training.py --quick --steps 20   # tiny data, any device, print only (CPU: about 1 min)
 
-Each run is the real training path, `loglinear.sweeps.train.train` on the preset with overrides
+Each run is the real training path, `loglinear.runs.train.train` on the preset with overrides
 (model=model/<mixer>.yaml, model.d_model, model.impl, train.precision=auto: bf16-mixed on CUDA,
 train.max_steps, warmup a tenth of the steps, no early stopping, a validation on one batch every
 VAL_EVERY steps, wandb off), in this process, one run after another. What is read from each run:
@@ -56,9 +56,9 @@ from results_md import markdown_table, write_section
 from time_limit import TimeLimit
 
 from loglinear.models import MIXERS
-from loglinear.sweeps.config import load_run_config
-from loglinear.sweeps.metrics_file import METRICS, read_rows
-from loglinear.sweeps.train import train
+from loglinear.runs.config import load_run_config
+from loglinear.runs.metrics_file import METRICS, read_rows
+from loglinear.runs.train import train
 
 SECTION = "GPU training: impl auto vs chunk"
 PRESET = "configs/mqar_paper.yaml"

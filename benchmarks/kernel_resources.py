@@ -1,7 +1,7 @@
 """Registers and spills of every fused kernel, compiled for an H100 (sm_90a) without a GPU.
 
 The launches are the operator's own: a child process runs log_linear_attn forward and backward in
-Triton's interpreter at each shape and records every kernel launch (kernels/fused/offline.py), so the
+Triton's interpreter at each shape and records every kernel launch (tests/kernels/offline.py), so the
 constexprs and warps are exactly what the launchers choose. This process compiles each launch for
 sm_90a and asks the ptxas that ships with Triton for its registers per thread and spill traffic
 (`ptxas -v`). That is a static measure, not a timing: it shows which kernels will spill before any
@@ -37,7 +37,7 @@ def record(path: str) -> None:
     import torch
 
     from loglinear.kernels import log_linear_attn, num_levels
-    from loglinear.kernels.fused.offline import recorded_launches
+    from tests.kernels.offline import recorded_launches
 
     rows = []
     for shape, (delta, K, V, HK) in SHAPES.items():
@@ -56,7 +56,7 @@ def record(path: str) -> None:
 
 def launches() -> list[tuple[str, object]]:
     """(shape, Launch) of every kernel launch, recorded in a child process running the interpreter."""
-    from loglinear.kernels.fused.offline import Launch
+    from tests.kernels.offline import Launch
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "launches.json")
@@ -69,7 +69,7 @@ def resources(launch) -> list[object]:
     """[registers/thread, spill store bytes, spill load bytes] of `launch` on sm_90a."""
     import triton
 
-    from loglinear.kernels.fused.offline import compile_launch
+    from tests.kernels.offline import compile_launch
 
     kernel = compile_launch(launch, "90a")
     bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"

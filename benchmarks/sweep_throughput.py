@@ -51,11 +51,11 @@ import torch
 from results_md import markdown_table, write_section
 from time_limit import TimeLimit
 
-from loglinear.sweeps.manifest import result_of, run_dir, write_manifest
+from loglinear.runs.folder import FINISHED, result_of
+from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.progress import Progress
-from loglinear.sweeps.runner import exclusive, run_local, visible_gpus
+from loglinear.sweeps.runner import exclusive_sweep, run_local, visible_gpus
 from loglinear.sweeps.spec import Run, SweepSpec, expand, parse_spec
-from loglinear.sweeps.train import FINISHED
 
 SECTION = "sweep throughput: runs per GPU"
 MIXERS = ["mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet"]
@@ -81,7 +81,7 @@ def run_sweep(spec: SweepSpec, out: Path, k: int, gpus: bool, label: str) -> tup
     """Train the runs of `spec` into `out` with K runs on each GPU (K workers in all without one); the runs and
     the wall time in s."""
     runs = expand(spec)
-    with exclusive(out):
+    with exclusive_sweep(out):
         write_manifest(out, spec, runs)
         started = time.perf_counter()
         outcome = run_local(runs, out, progress=Progress(label), **({"runs_per_gpu": k} if gpus else {"workers": k}))

@@ -109,7 +109,7 @@ def config_keys(cls: type, prefix: str = "") -> dict[str, str]:
 
 
 def test_every_run_config_key_is_documented_with_its_default():
-    from loglinear.sweeps.config import RunConfig
+    from loglinear.runs.config import RunConfig
 
     documented = {}
     for table in tables(page("runs.md")):
@@ -130,9 +130,11 @@ def test_the_mixer_and_lambda_choices_are_the_registries():
 
 
 def test_run_folder_files_are_the_names_the_code_writes():
-    from loglinear.sweeps import checkpoints, lambda_inspect, manifest, metrics_file, train
+    from loglinear.reports import lambda_inspect
+    from loglinear.runs import checkpoints, folder, metrics_file
+    from loglinear.sweeps import manifest
 
-    written = {train.CONFIG, train.RESULT, train.LOCK, checkpoints.LAST, checkpoints.INTERRUPTED,
+    written = {folder.CONFIG, folder.RESULT, folder.LOCK, folder.LAST, folder.INTERRUPTED,
                checkpoints.CORRUPT_SUFFIX, metrics_file.METRICS, manifest.LOG, lambda_inspect.LEVELS_CSV,
                lambda_inspect.LEVELS_PNG, "wandb/"}  # wandb/ is named by wandb itself
     body = sections(page("runs.md"))["The run folder"]
@@ -140,7 +142,7 @@ def test_run_folder_files_are_the_names_the_code_writes():
 
 
 def test_result_statuses_are_the_code_statuses():
-    from loglinear.sweeps.train import FINISHED, STATUSES
+    from loglinear.runs.folder import FINISHED, STATUSES
 
     body = sections(page("runs.md"))["The run folder"]
     rows = table_with(body, "status")
@@ -149,7 +151,8 @@ def test_result_statuses_are_the_code_statuses():
 
 
 def test_sweep_folder_files_are_the_names_the_code_writes():
-    from loglinear.sweeps import lambda_plots, launchers, manifest, report, runner, slurm
+    from loglinear.reports import lambda_plots, report
+    from loglinear.sweeps import launchers, manifest, runner, slurm
 
     written = {manifest.MANIFEST, manifest.RUNS, runner.LOCK, report.CSV, report.PAIRED_CSV, report.PAIRED_LENGTH_CSV,
                report.TABLE, slurm.JOBS_FILE, launchers.SUBMITIT_FOLDER, launchers.WANDB_FILE, lambda_plots.REPORT}
@@ -167,14 +170,12 @@ def options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_commands_and_options_are_the_cli_ones(capsys):
-    from loglinear.cli import COMMANDS
-    from loglinear.sweeps.cli import _parser
-    from loglinear.sweeps.lambda_inspect import inspect_main
+    from loglinear.cli import COMMANDS, inspect_main, sweep_parser
 
     text = sections(page("runs.md"))["Commands and exit status"]
     commands = [code(row[0]).split()[1:] for row in table_with(text, "command")]
     assert sorted({c[0] for c in commands}) == sorted(COMMANDS)
-    sweep = subcommands(_parser())
+    sweep = subcommands(sweep_parser())
     assert [c[1] for c in commands if c[0] == "sweep"] == list(sweep)
 
     assert inspect_main(["--help"]) == 0
@@ -186,7 +187,7 @@ def test_commands_and_options_are_the_cli_ones(capsys):
 
 def test_train_exit_statuses_are_the_ones_the_code_returns():
     from loglinear.cli import TRAIN_HELP
-    from loglinear.sweeps.interrupt import Interrupted
+    from loglinear.runs.interrupt import Interrupted
 
     text = sections(page("runs.md"))["Commands and exit status"]
     documented = [int(row[0]) for row in table_with(text, "exit status")]
@@ -281,8 +282,7 @@ def test_the_index_lists_every_page_and_the_readme_links_it_at_the_top():
 
 
 def test_the_readme_lists_every_train_and_logger_key():
-    from loglinear.models.lit import TrainConfig
-    from loglinear.sweeps.config import LoggerConfig
+    from loglinear.runs.config import LoggerConfig, TrainConfig
 
     readme = (ROOT / "README.md").read_text()
     for group, cls in (("train", TrainConfig), ("logger", LoggerConfig)):
@@ -291,23 +291,68 @@ def test_the_readme_lists_every_train_and_logger_key():
         assert code_spans(match.group(1)) == list(config_keys(cls)), group
 
 
-def imported_subpackages(folder: str) -> set[str]:
-    """The `loglinear.X` names (X a subpackage or a module of loglinear/) that the files of `folder` import."""
+PACKAGE = ROOT / "src" / "loglinear"
+LAYERS = ("kernels", "models", "runs", "sweeps", "reports", "cli", "__main__")
+"""README, Layout: each layer imports only the layers before it (synthetics: by runs and after)."""
+
+
+def module_imports(path: Path) -> set[str]:
+    """The `loglinear.*` modules a file imports, lazily or not (imports under `if TYPE_CHECKING:` left out)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and ast.unparse(node.test).endswith("TYPE_CHECKING") for n in ast.walk(node)}
     names = set()
-    for path in (ROOT / folder).rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
-            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
-            names.update(m.split(".")[1] for m in modules if m.startswith("loglinear."))
-    return names
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.update(f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}") else node.module
+                         for a in node.names)
+    return {n for n in names if n.startswith("loglinear.")}
 
 
-def test_imports_point_the_way_the_readme_says():
-    """README, Layout: models import kernels; sweeps import models and synthetics; synthetics imports
-    neither kernels nor models; nothing below the command imports it."""
-    imports = {folder: imported_subpackages(folder) for folder in ("kernels", "models", "synthetics", "sweeps")}
-    assert "kernels" in imports["models"] and {"models", "synthetics"} <= imports["sweeps"]
-    assert not imports["kernels"] & {"models", "synthetics", "sweeps", "cli"}
-    assert not imports["models"] & {"synthetics", "sweeps", "cli"}
-    assert not imports["synthetics"] & {"kernels", "models", "sweeps", "cli"}
-    assert "cli" not in imports["sweeps"]
+def _is_module(name: str) -> bool:
+    relative = Path(*name.split(".")[1:])
+    return (PACKAGE / relative).with_suffix(".py").is_file() or (PACKAGE / relative / "__init__.py").is_file()
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(("loglinear", *(parts[:-1] if parts[-1] == "__init__" else parts)))
+
+
+def top(name: str) -> str:
+    return name.split(".")[1] if name.count(".") else name
+
+
+def test_imports_point_one_way():
+    rank = {layer: i for i, layer in enumerate(LAYERS)}
+    for path in PACKAGE.rglob("*.py"):
+        here = top(module_name(path))
+        for imported in module_imports(path):
+            there = top(imported)
+            if here == there or there in ("checks", "registry", "targets"):
+                continue
+            if there == "synthetics":
+                assert here in ("synthetics", *LAYERS[2:]), f"{path} imports {imported}"
+                continue
+            assert here in rank and rank[there] < rank[here], f"{path.relative_to(ROOT)} imports {imported}"
+
+
+def test_no_module_imports_itself_through_others():
+    graph = {module_name(p): {m for m in module_imports(p)} for p in PACKAGE.rglob("*.py")}
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, "import cycle: " + " -> ".join((*path[path.index(name):], name))
+        if name in done:
+            return
+        for nxt in graph.get(name, ()):
+            if nxt != name and not name.startswith(nxt + "."):  # a package's own __init__ is not a cycle
+                visit(nxt, (*path, name))
+        done.add(name)
+
+    for name in graph:
+        visit(name, ())

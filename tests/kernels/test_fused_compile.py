@@ -3,7 +3,7 @@
 The operator runs forward and backward over the variants that select different code (Mamba-2 and the
 delta rule, lambda given or None, the paper's and MQAR's head dims, bf16 / fp16 / fp32, chunk sizes,
 initial states); the launches it makes are recorded, then compiled by Triton down to machine code in a
-process without the interpreter (kernels/fused/offline.py). The interpreter tests check what the
+process without the interpreter (tests/kernels/offline.py). The interpreter tests check what the
 kernels compute; this checks that a GPU build accepts them.
 """
 
@@ -23,7 +23,7 @@ from loglinear.kernels import LogLinearState, log_linear_attn, num_levels
 from .helpers import make_inputs
 
 pytest.importorskip("triton")
-from loglinear.kernels.fused.offline import Launch, distinct, recorded_launches  # noqa: E402  (after the importorskip)
+from .offline import Launch, distinct, recorded_launches  # noqa: E402  (after the importorskip)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KERNELS = {"intra.intra_fwd_kernel", "intra.intra_bwd_kernel", "scan.scan_fwd_kernel", "scan.scan_bwd_kernel",
@@ -79,7 +79,7 @@ def compile_all(launches: list[Launch], tmp_path, arch: str = "90a") -> subproce
     path = tmp_path / "launches.json"
     path.write_text(json.dumps([launch.to_json() for launch in launches]))
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    return subprocess.run([sys.executable, "-m", "loglinear.kernels.fused.offline", str(path), "--arch", arch],
+    return subprocess.run([sys.executable, "-m", "tests.kernels.offline", str(path), "--arch", arch],
                           capture_output=True, text=True, env=env, timeout=900)
 
 

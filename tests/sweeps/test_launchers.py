@@ -16,9 +16,9 @@ import time
 import pytest
 import yaml
 
+from loglinear.cli import sweep_main
+from loglinear.runs.config import load_run_config, to_container
 from loglinear.sweeps import launchers
-from loglinear.sweeps.cli import sweep_main
-from loglinear.sweeps.config import load_run_config, to_container
 from loglinear.sweeps.launchers import TrainJob, parse_executor_args
 from loglinear.sweeps.runner import RunProcess
 from loglinear.sweeps.spec import SpecError, expand, load_spec, run_id
@@ -82,7 +82,7 @@ def test_wandb_agents_resolve_to_the_manifest_runs(wandb_sweep):
 
 
 def test_wandb_agents_write_into_the_runs_folder(wandb_sweep):
-    """`loglinear train` replaces `{run_id}` in out_dir by the run's id (sweeps/config.py)."""
+    """`loglinear train` replaces `{run_id}` in out_dir by the run's id (runs/config.py)."""
     spec_path, out, sweep = wandb_sweep
     first = expand(load_spec(spec_path))[0]
     cfg = agent_config(agent_args(sweep, first.point))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from loglinear.models import ModelConfig, build_model
-from loglinear.sweeps.config import load_run_config
+from loglinear.runs.config import load_run_config
 from loglinear.sweeps.spec import expand, load_spec, points
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"

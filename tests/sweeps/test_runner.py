@@ -13,11 +13,11 @@ import time
 
 import pytest
 
+from loglinear.cli import sweep_main
+from loglinear.runs.config import ConfigError
 from loglinear.sweeps import runner
-from loglinear.sweeps.cli import sweep_main
-from loglinear.sweeps.config import ConfigError
 from loglinear.sweeps.progress import Progress, eta_seconds
-from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, exclusive, worker_envs
+from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, exclusive_sweep, worker_envs
 from loglinear.sweeps.spec import expand, load_spec
 
 from .sweep_helpers import write_spec
@@ -171,7 +171,7 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
 def test_a_second_runner_on_the_same_folder_is_refused(tmp_path, capsys):
     spec_path = write_spec(tmp_path, {"train.seed": [0]})
     out = tmp_path / "out"
-    with exclusive(out):
+    with exclusive_sweep(out):
         assert sweep_main(["run", str(spec_path), "--out", str(out)]) == 2
     assert "another `loglinear sweep run` is running" in capsys.readouterr().err
     assert not (out / "runs").exists()

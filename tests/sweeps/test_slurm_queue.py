@@ -7,9 +7,9 @@ import json
 
 import pytest
 
+from loglinear.cli import sweep_main
+from loglinear.runs.folder import write_json_atomic
 from loglinear.sweeps import slurm
-from loglinear.sweeps.cli import sweep_main
-from loglinear.sweeps.files import write_json_atomic
 from loglinear.sweeps.launchers import partition_defaults
 from loglinear.sweeps.manifest import write_manifest
 from loglinear.sweeps.slurm import JOBS_FILE, Partition, QueuedTask, SlurmError, gpus_in, minutes

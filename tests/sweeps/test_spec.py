@@ -11,8 +11,8 @@ import sys
 import pytest
 from omegaconf import OmegaConf
 
-from loglinear.sweeps.cli import sweep_main
-from loglinear.sweeps.config import CONFIGS_DIR, resolve, to_yaml
+from loglinear.cli import sweep_main
+from loglinear.runs.config import CONFIGS_DIR, resolve, to_yaml
 from loglinear.sweeps.spec import SpecError, SweepSpec, expand, load_spec, override, parse_spec, points
 
 from .sweep_helpers import TINY_BASE, write_spec

@@ -1,0 +1,235 @@
+"""Figures of lambda per Fenwick level: one run's (`loglinear inspect`) and, per sweep cell, the lambda
+parameterisations side by side with their accuracy (`loglinear sweep report OUT --lambda`).
+
+matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/plots.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from loglinear.models.lambda_levels import LevelRow
+from loglinear.reports.lambda_inspect import (
+    CHECKPOINT,
+    LEVELS_CSV,
+    LEVELS_PNG,
+    PROBE_SEQUENCES,
+    InspectError,
+    Inspection,
+    inspect_run,
+    read_csv,
+)
+from loglinear.reports.results import (
+    LAMBDA_KEY,
+    MIXER_KEY,
+    Record,
+    Sweep,
+    is_log_linear,
+    load_sweep,
+    mean_std_text,
+    selected_cells,
+)
+from loglinear.runs.folder import FINISHED
+from loglinear.sweeps.manifest import run_dir
+
+REPORT = "lambda_levels.md"
+DPI = 100
+
+
+def save(fig: Figure, path: Path) -> Path:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def run_figure(rows: list[LevelRow], title: str) -> Figure:
+    """Per layer (columns): mean lambda by level, one line per head with q25-q75 shaded; below, the mean
+    effective weight by level (when measured)."""
+    layers = sorted({r.layer for r in rows})
+    with_effective = any(not math.isnan(r.effective_mean) for r in rows)
+    n_rows = 2 if with_effective else 1
+    fig = Figure(figsize=(3.4 * len(layers), 2.7 * n_rows + 0.4))
+    axes = fig.subplots(n_rows, len(layers), squeeze=False)
+    for col, layer in enumerate(layers):
+        mine = [r for r in rows if r.layer == layer]
+        for head in sorted({r.head for r in mine}):
+            line = sorted((r for r in mine if r.head == head), key=lambda r: r.level)
+            levels = [r.level for r in line]
+            drawn = axes[0, col].plot(levels, [r.mean for r in line], marker="o", markersize=3, label=f"head {head}")
+            axes[0, col].fill_between(levels, [r.quantiles[0.25] for r in line], [r.quantiles[0.75] for r in line],
+                                      color=drawn[0].get_color(), alpha=0.2, linewidth=0)
+            if with_effective:
+                axes[1, col].plot(levels, [r.effective_mean for r in line], marker="o", markersize=3,
+                                  color=drawn[0].get_color())
+        axes[0, col].set_title(f"layer {layer}", fontsize="medium")
+        axes[0, col].set_ylabel("lambda (mean, q25-q75)" if col == 0 else "")
+        if with_effective:
+            axes[1, col].set_ylabel("effective weight" if col == 0 else "")
+            axes[1, col].set_ylim(bottom=0)
+        axes[-1, col].set_xlabel("level (0 = the token itself)")
+    for ax in axes.ravel():
+        ax.grid(True, alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(8, len(labels)), fontsize="small",
+               bbox_to_anchor=(0.5, -0.02))
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    return fig
+
+
+@dataclass
+class Profile:
+    """One run's level profile: mean over layers and heads of each level's mean lambda and effective weight."""
+
+    levels: list[int]
+    lam: list[float]
+    effective: list[float]
+
+
+def profile_of(rows: list[LevelRow]) -> Profile:
+    levels = sorted({r.level for r in rows})
+    lam = [float(np.mean([r.mean for r in rows if r.level == lv])) for lv in levels]
+    effective = [_nanmean([r.effective_mean for r in rows if r.level == lv]) for lv in levels]
+    return Profile(levels, lam, effective)
+
+
+def cell_figure(title: str, profiles: dict[str, list[Profile]], accuracy: dict[str, str]) -> Figure:
+    """One cell: per lambda parameterisation, the mean over its runs (seeds) of their profiles, min-max shaded;
+    left lambda, right the effective weight; the legend gives each one's accuracy."""
+    fig = Figure(figsize=(9, 3.4))
+    ax_lam, ax_eff = fig.subplots(1, 2)
+    for name, runs in profiles.items():
+        label = f"{name}: {accuracy[name]}"
+        color = _band(ax_lam, runs, lambda p: p.lam, label)
+        _band(ax_eff, runs, lambda p: p.effective, None, color)
+    ax_lam.set_ylabel("lambda (mean over layers, heads)")
+    ax_eff.set_ylabel("effective weight (mean)")
+    ax_eff.set_ylim(bottom=0)
+    for ax in (ax_lam, ax_eff):
+        ax.set_xlabel("level (0 = the token itself)")
+        ax.grid(True, alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    fig.legend(*ax_lam.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.0, 0.9), fontsize="small",
+               title="λ: accuracy % (std)", title_fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    fig.tight_layout()
+    return fig
+
+
+def _band(ax, runs: list[Profile], values_of: Callable[[Profile], list[float]], label, color=None) -> str:
+    levels = sorted({lv for p in runs for lv in p.levels})
+    table = np.full((len(runs), len(levels)), np.nan)
+    for i, p in enumerate(runs):
+        for lv, v in zip(p.levels, values_of(p), strict=True):
+            table[i, levels.index(lv)] = v
+    with np.errstate(all="ignore"):
+        mean = np.nanmean(table, axis=0)
+        (line,) = ax.plot(levels, mean, marker="o", markersize=3, label=label, color=color)
+        if len(runs) > 1:
+            ax.fill_between(levels, np.nanmin(table, axis=0), np.nanmax(table, axis=0), color=line.get_color(),
+                            alpha=0.15, linewidth=0)
+    return line.get_color()
+
+
+def inspect_and_plot(run_dir: str | Path, device: str = "auto", max_batches: int | None = None,
+                     probe_sequences: int = PROBE_SEQUENCES) -> Inspection:
+    """`inspect_run`, then the run's figure beside its table: what `loglinear inspect RUN_DIR` writes."""
+    inspection = inspect_run(run_dir, device, max_batches, probe_sequences)
+    inspection.written.append(save(run_figure(inspection.rows, inspection.title), Path(run_dir) / LEVELS_PNG))
+    return inspection
+
+
+def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Path], dict[str, str]]:
+    """Inspect every finished log-linear run of the sweep in `out` (reusing a lambda_levels.csv newer than the
+    run's checkpoint) and write one figure per cell and `lambda_levels.md`; returns (written, {what: why skipped})."""
+    out = Path(out)
+    sweep = load_sweep(out)
+    records = [r for r in sweep.records if is_log_linear(r.mixer)]
+    if not records:
+        return [], {"lambda figures": "the sweep has no log-linear run"}
+    profiles: dict[str, Profile] = {}
+    skipped: dict[str, str] = {}
+    for record in records:
+        folder = run_dir(out, record.run_id)
+        if record.status not in FINISHED:
+            skipped[f"runs/{record.run_id}"] = f"not finished ({record.status})"
+            continue
+        csv_path, checkpoint = folder / LEVELS_CSV, folder / CHECKPOINT
+        try:
+            if csv_path.is_file() and checkpoint.is_file() and csv_path.stat().st_mtime >= checkpoint.stat().st_mtime:
+                rows = read_csv(csv_path)
+            else:
+                rows = inspect_and_plot(folder, device).rows
+        except InspectError as e:
+            skipped[f"runs/{record.run_id}"] = str(e)
+            continue
+        profiles[record.run_id] = profile_of(rows)
+    written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
+    for (title, slug), cell_records in _cells(sweep, records).items():
+        by_lambda = selected_cells(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+        shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles]
+                 for name, cell in by_lambda.items()}
+        shown = {name: runs for name, runs in shown.items() if runs}
+        if not shown:
+            skipped[title] = "no run of the cell could be inspected"
+            continue
+        accuracy = {name: mean_std_text(by_lambda[name].values) for name in shown}
+        path = save(cell_figure(title, shown, accuracy), out / f"lambda_{slug}.png")
+        written.append(path)
+        sections.append(_section(title, path.name, by_lambda, shown, accuracy))
+    report = out / REPORT
+    report.write_text("\n".join(sections))
+    return [report, *written], skipped
+
+
+NOTE = (
+    "Per cell (every varied key but λ, the learning rate and the seed), each λ parameterisation at its best "
+    "learning rate (selected on validation): the mean over its seeds of each run's level profile "
+    "(lambda averaged over layers, heads and the validation tokens where the level is occupied; "
+    "min-max over seeds shaded), and the effective weight (lambda times the level's readout norm, as a share "
+    "of the output). Accuracy: test accuracy at that learning rate, mean (std) over seeds. "
+    "Per-run tables: runs/<id>/lambda_levels.csv.\n"
+)
+
+
+def _cells(sweep: Sweep, records: list[Record]) -> dict[tuple[str, str], list[Record]]:
+    """Records grouped by every row key but λ, and d_model: {(title, file slug): records}."""
+    keys = [k for k in sweep.row_keys if k != LAMBDA_KEY]
+    cells: dict[tuple[str, str], list[Record]] = {}
+    for r in records:
+        values = [r.row[sweep.row_keys.index(k)] for k in keys]
+        title = ", ".join([*values, f"d_model {r.d_model}"])
+        slug_parts = [str(r.get(MIXER_KEY)), *values[1:], f"d{r.d_model}"]
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join(slug_parts)).strip("_")
+        cells.setdefault((title, slug), []).append(r)
+    return cells
+
+
+def _section(title: str, image: str, by_lambda, shown: dict[str, list[Profile]], accuracy: dict[str, str]) -> str:
+    levels = sorted({lv for runs in shown.values() for p in runs for lv in p.levels})
+    lines = [f"## {title}\n", f"![lambda by level]({image})\n",
+             "| λ | lr | accuracy (%) | runs | " + " | ".join(f"level {lv}" for lv in levels) + " |",
+             "|" + "---|" * (4 + len(levels))]
+    for name, runs in shown.items():
+        mean_by_level = []
+        for lv in levels:
+            values = [v for p in runs for l2, v in zip(p.levels, p.lam, strict=True) if l2 == lv]
+            mean_by_level.append(f"{np.mean(values):.3g}" if values else "")
+        lr = by_lambda[name].lr
+        lines.append(f"| {name} | {'-' if lr is None else f'{lr:.3g}'} | {accuracy[name]} | {len(runs)} | "
+                     + " | ".join(mean_by_level) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _nanmean(values: list[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return float(np.mean(finite)) if finite else float("nan")

@@ -1,0 +1,53 @@
+"""State-tracking measures of a run: Grazzi et al.'s scaled accuracy and the lengths it was trained on.
+
+Scaled accuracy (Grazzi et al. 2025, "Unlocking State-Tracking in Linear RNNs Through Negative
+Eigenvalues") maps chance to 0 and a perfect model to 1: (acc - 1/C) / (1 - 1/C) with C the task's
+number of classes, so runs of tasks with different C read on one scale.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from loglinear.reports.results import Record, lookup
+from loglinear.synthetics.registry import get_task
+from loglinear.targets import IGNORE_INDEX
+
+SEQ_LEN_PREFIX = "test/acc/seq_len="
+SEQ_ACC_PREFIX = "test/acc_seq/seq_len="
+LENGTH_PROBE = 8
+"""Sequences sampled to find a task's first scored position (`training_lengths`)."""
+
+
+def num_classes(record: Record) -> int:
+    return get_task(record.task, **(lookup(record.config, "data.task_args") or {})).num_classes
+
+
+def scaled(accuracy: float, classes: int) -> float:
+    chance = 1.0 / classes
+    return (accuracy - chance) / (1.0 - chance)
+
+
+def training_lengths(record: Record) -> tuple[int, int] | None:
+    """The shortest and longest sequence length the run was trained to answer: over its training sets (its
+    task_args, or each entry of its length mixture), from the first scored position to the longest sequence.
+    A task that scores every position (parity's default, the word problems) trains every length from 1 up."""
+    task_args: dict[str, Any] = lookup(record.config, "data.task_args") or {}
+    mixture = lookup(record.config, "data.mixture") or [{}]
+    shortest, longest = [], []
+    for entry in mixture:
+        task = get_task(record.task, **{**task_args, **entry})
+        seq_len = getattr(task, "seq_len", None)
+        if not isinstance(seq_len, int):
+            continue
+        scored = (task.sample(LENGTH_PROBE, seed=0).targets != IGNORE_INDEX).any(dim=0).nonzero()
+        shortest.append(int(scored[0]) + 1 if len(scored) else seq_len)
+        longest.append(seq_len)
+    return (min(shortest), max(longest)) if longest else None
+
+
+def accuracy_at(length: int) -> Callable[[Record], float | None]:
+    """A run's test accuracy at test length `length`, scored like `Record.test_score` (paired comparisons per
+    length)."""
+    return lambda record: record.test_value(f"{SEQ_LEN_PREFIX}{length}")

@@ -1,0 +1,68 @@
+"""A run's checkpoints: written atomically, verified before a resume, and set aside (never trusted) when corrupt.
+
+`last.ckpt` is saved after every validation and `interrupted.ckpt` when a run is stopped by a signal
+(at the start of a training step, so the step counters and the validation schedule resume exactly).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from loglinear.runs.folder import INTERRUPTED, LAST, write_atomic
+
+CORRUPT_SUFFIX = ".corrupt"
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's torch checkpoint IO, writing through a temporary file and a rename."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
+        write_atomic(path, lambda f: torch.save(checkpoint, f))
+
+
+class Resume(NamedTuple):
+    """The checkpoint a run resumes from and its contents."""
+
+    path: Path
+    checkpoint: dict[str, Any]
+
+    @property
+    def step(self) -> int:
+        return int(self.checkpoint.get("global_step", 0))
+
+
+def resume_point(out: Path) -> Resume | None:
+    """The newest readable checkpoint of the run in `out` (None: start from step 0).
+
+    A checkpoint that cannot be read (a crash or a full disk while it was written by an older
+    version, a truncated copy) is renamed to `<name>.corrupt` with one line on stderr saying so and
+    where the run resumes instead.
+    """
+    candidates = [p for p in (out / LAST, out / INTERRUPTED) if p.is_file()]
+    candidates.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    set_aside = []
+    for path in candidates:
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
+            if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+                raise ValueError("not a Lightning checkpoint")
+        except Exception as e:  # any failure to read means the file is not to be trusted
+            aside = path.with_name(path.name + CORRUPT_SUFFIX)
+            path.replace(aside)
+            set_aside.append(f"{path} is unreadable ({type(e).__name__}), moved to {aside.name}")
+            continue
+        if set_aside:
+            _say(f"{'; '.join(set_aside)}; resuming from {path.name} at step {checkpoint.get('global_step', 0)}")
+        return Resume(path, checkpoint)
+    if set_aside:
+        _say(f"{'; '.join(set_aside)}; no readable checkpoint left: starting from step 0")
+    return None
+
+
+def _say(line: str) -> None:
+    print(f"loglinear train: {line}", file=sys.stderr, flush=True)

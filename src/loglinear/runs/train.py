@@ -1,0 +1,336 @@
+"""One training run: `train(cfg)` fits, early-stops, tests and leaves a verdict in the run directory.
+
+The run directory (`cfg.out_dir`) holds:
+- `config.yaml`  the resolved configuration (a rerun with another config is refused once the run has
+                 made progress there: a checkpoint or a result);
+- `metrics.csv`  every logged metric (`metrics_file.MetricsFile`), kept whole across resumes;
+- `last.ckpt`    saved after every validation and at the end of training, and `interrupted.ckpt` when a
+                 signal stopped the run; a rerun resumes from the newer on exactly the data stream and
+                 validation schedule it would have seen (batches are keyed by (seed, step));
+- `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
+                 failed), `val_accuracy` (best), `step`, `steps_to_threshold`, `params`,
+                 `wall_time_s`, `peak_memory_bytes` (the most GPU memory torch held for tensors
+                 during this session of the run, `torch.cuda.max_memory_allocated`; null off CUDA),
+                 the final validation and test metrics (per slice), and `error`.
+- `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
+- `.lock`        held while a process trains the run: a second process is refused.
+A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
+An interrupted run (SIGINT, SIGTERM, kill -9, a full disk) resumes to the same validation rows, result
+(apart from wall time and peak memory) and final weights as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import math
+import os
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from omegaconf import OmegaConf
+
+from loglinear.runs.checkpoints import Resume, resume_point
+from loglinear.runs.config import ConfigError, RunConfig, to_container, to_yaml
+from loglinear.runs.folder import (
+    CONFIG,
+    FINISHED,
+    INTERRUPTED,
+    LAST,
+    LOCK,
+    RESULT,
+    DiskFull,
+    exclusive,
+    read_result,
+    write_json_atomic,
+    write_text_atomic,
+)
+from loglinear.runs.interrupt import Interrupted
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.item()
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
+    """Run (or resume, or skip if finished) the run of `cfg`; returns its result.
+
+    `callbacks` are extra Lightning callbacks. Raises ConfigError when out_dir holds a different run or
+    another process is training it, `Interrupted` when a signal stopped it (it stays resumable),
+    `DiskFull` when its disk is full (what was saved before stays trusted). Any other exception is
+    recorded as status `failed` and re-raised.
+    """
+    out = Path(cfg.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not is_rank_zero():  # a data-parallel rank that Lightning started: rank 0 holds the folder and writes its files
+        return _train(cfg, out, callbacks, writes=False)
+    busy = f"another process is training the run in {out}; wait for it or use another out_dir"
+    with exclusive(out / LOCK, busy):
+        return _train(cfg, out, callbacks, writes=True)
+
+
+def is_rank_zero() -> bool:
+    """Whether this process is rank 0 (or the only process) of its run; Lightning reads the rank that its
+    launcher (or Slurm, or torchrun) put in the environment."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
+
+
+def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) -> dict[str, Any]:
+    config_path = out / CONFIG
+    other = config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg))
+    if other and _has_progress(out):
+        raise ConfigError(
+            f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir"
+        )
+    try:
+        previous = read_result(out)
+    except ValueError as e:
+        previous = None
+        print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
+    if previous is not None and previous.get("status") in FINISHED:
+        return previous
+    if writes:
+        write_text_atomic(config_path, to_yaml(cfg))
+    started = time.time()
+    try:
+        result = _fit(cfg, out, started, callbacks)
+    except (Interrupted, KeyboardInterrupt, DiskFull):
+        raise
+    except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
+        result = {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        result.update(_summary(cfg, None, time.time() - started))
+        if writes:
+            write_json_atomic(out / RESULT, result, default=_jsonable)
+        raise
+    if not writes:
+        return result
+    write_json_atomic(out / RESULT, result, default=_jsonable)
+    with contextlib.suppress(FileNotFoundError):
+        (out / INTERRUPTED).unlink()  # last.ckpt holds the final weights
+    return result
+
+
+def _load_config(path: Path) -> dict[str, Any]:
+    try:
+        config = OmegaConf.to_container(OmegaConf.load(path))
+    except Exception as e:
+        raise ConfigError(
+            f"{path} cannot be read ({type(e).__name__}); move the folder aside or use a new out_dir"
+        ) from None
+    return config if isinstance(config, dict) else {}
+
+
+def _has_progress(out: Path) -> bool:
+    """Whether the run in `out` got anywhere: a checkpoint or a result other than a failure."""
+    if any((out / name).is_file() for name in (LAST, INTERRUPTED)):
+        return True
+    with contextlib.suppress(ValueError):
+        result = read_result(out)
+        return result is not None and result.get("status") != "failed"
+    return False
+
+
+def _identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a run computes: its config without where it lives and how it is logged (a run may move, or be
+    resumed by a wandb agent)."""
+    return {k: v for k, v in config.items() if k not in ("out_dir", "logger")}
+
+
+def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
+    summary: dict[str, Any] = {"wall_time_s": round(wall, 3), "config": to_container(cfg)}
+    if model is not None:
+        report = model.param_report()
+        summary["params"] = report.total
+        summary["param_report"] = {k: getattr(report, k) for k in vars(report)}
+    return summary
+
+
+def _fit(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequence[Any]) -> dict[str, Any]:
+    from loglinear.runs.interrupt import GracefulStop
+
+    stop = GracefulStop(out / INTERRUPTED, cfg.train.val_every)
+    stop.install()  # a signal before the training loop stops at once
+    try:
+        return _fit_run(cfg, out, started, extra_callbacks, stop)
+    finally:
+        stop.uninstall()
+
+
+def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequence[Any], stop: Any) -> dict[str, Any]:
+    import lightning as L
+    from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+    from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+
+    from loglinear.runs.lit import LitLanguageModel
+    from loglinear.runs.metrics_file import MetricsFile
+    from loglinear.runs.tracking import RunTracker
+    from loglinear.synthetics import SyntheticDataModule
+
+    quiet = not cfg.logger.progress
+    if quiet:
+        for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    resume = resume_point(out)
+    metrics = MetricsFile(out, keep_rows=_metrics_rows(resume))
+    L.seed_everything(cfg.train.seed, workers=True, verbose=False)
+    datamodule = SyntheticDataModule(cfg.data)
+    set_names = {"val": datamodule.val_set_names, "test": datamodule.test_set_names}
+    module = LitLanguageModel(cfg.model, cfg.train, set_names)
+    threshold = cfg.train.early_stop_threshold
+    tracker = RunTracker(threshold, metrics)
+    callbacks: list[Any] = [
+        tracker,
+        stop,
+        ModelCheckpoint(dirpath=out, filename="last", enable_version_counter=False),  # rewritten at each validation
+        *extra_callbacks,
+    ]
+    stopper = None
+    if threshold is not None or cfg.train.patience is not None:
+        stopper = EarlyStopping(
+            monitor="val/acc", mode="max", stopping_threshold=threshold,
+            patience=cfg.train.patience if cfg.train.patience is not None else 10**9,
+            check_on_train_epoch_end=False, verbose=not quiet,
+        )
+        callbacks.append(stopper)
+    with _quiet_warnings():
+        trainer = _trainer(cfg, out, metrics, callbacks, quiet)
+        device = trainer.strategy.root_device
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)  # this run's peak, not an earlier one's in this process
+        trainer.fit(module, datamodule=datamodule, ckpt_path=None if resume is None else resume.path)
+        if stop.requested:  # the signal came in the last step: the run resumes from its last checkpoint
+            raise Interrupted(stop.signum)  # type: ignore[arg-type]
+        trainer.save_checkpoint(out / LAST)  # the final weights (also off the validation grid), training over
+        if module.diverged:
+            status = "diverged"
+        elif tracker.stopped or (stopper is not None and stopper.stopping_reason != EarlyStoppingReason.NOT_STOPPED):
+            status = "early_stopped"
+            tracker.stopped = True
+        else:
+            status = "max_steps"
+        if status != "diverged" and tracker.last_val_step != trainer.global_step:
+            trainer.validate(module, datamodule=datamodule, verbose=False)  # the final weights' validation
+        final_val = tracker.last_val
+        test = {} if status == "diverged" else _metrics_of(trainer.test(module, datamodule=datamodule, verbose=False))
+    metrics.save()
+    _finish_wandb(trainer)
+    result = {
+        "status": status,
+        "val_accuracy": tracker.best,
+        "step": trainer.global_step,
+        "steps_to_threshold": tracker.steps_to_threshold,
+        "stop_reason": None if stopper is None else stopper.stopping_reason_message,
+        "final_val": final_val,
+        "test": test,
+        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+    }
+    result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started))
+    return result
+
+
+def _trainer(cfg: RunConfig, out: Path, metrics: Any, callbacks: list[Any], quiet: bool) -> Any:
+    import lightning as L
+
+    return L.Trainer(
+        max_steps=cfg.train.max_steps,
+        val_check_interval=cfg.train.val_every,
+        check_val_every_n_epoch=None,
+        num_sanity_val_steps=0,
+        log_every_n_steps=min(50, cfg.train.val_every),
+        logger=_loggers(cfg, out, metrics),
+        callbacks=callbacks,
+        enable_progress_bar=not quiet,
+        enable_model_summary=not quiet,
+        gradient_clip_val=cfg.train.grad_clip or None,
+        precision=_precision(cfg.train.precision),
+        accelerator=cfg.train.accelerator,
+        devices=cfg.train.devices,
+        strategy=cfg.train.strategy,
+        # data parallel: the training stream splits itself by rank; every rank evaluates every validation and
+        # test batch, so each rank's metrics are the whole set's (and early stopping agrees across ranks)
+        use_distributed_sampler=False,
+        deterministic=cfg.train.deterministic,
+        default_root_dir=out,
+        plugins=_plugins(),
+    )
+
+
+def _metrics_rows(resume: Resume | None) -> int:
+    """How many metrics.csv rows the checkpoint's run had written (0 for a fresh start)."""
+    if resume is None:
+        return 0
+    return int(resume.checkpoint.get("callbacks", {}).get("RunTracker", {}).get("metrics_rows", 0))
+
+
+def _plugins() -> list[Any]:
+    """Inside a Slurm job, Lightning's cluster environment without its own requeue handling: the
+    launcher requeues, and a stopped run checkpoints through `GracefulStop`."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    from loglinear.runs.checkpoints import AtomicCheckpointIO
+
+    plugins: list[Any] = [AtomicCheckpointIO()]
+    if SLURMEnvironment.detect():
+        plugins.append(SLURMEnvironment(auto_requeue=False))
+    return plugins
+
+
+def _precision(precision: str) -> str:
+    if precision != "auto":
+        return precision
+    return "bf16-mixed" if torch.cuda.is_available() else "32-true"
+
+
+def _loggers(cfg: RunConfig, out: Path, metrics: Any) -> list[Any]:
+    from lightning.pytorch.loggers import WandbLogger
+
+    loggers: list[Any] = [metrics]
+    wandb = cfg.logger.wandb
+    if wandb.mode != "disabled":
+        run_id = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:16]  # the same run after a resume
+        loggers.append(
+            WandbLogger(
+                project=wandb.project, entity=wandb.entity, group=wandb.group, name=out.name,
+                id=None if os.environ.get("WANDB_SWEEP_ID") else run_id,  # a wandb agent's run belongs to its sweep
+                save_dir=str(out), mode=wandb.mode, resume="allow", config=to_container(cfg),
+            )
+        )
+    return loggers
+
+
+def _finish_wandb(trainer: Any) -> None:
+    """Close the wandb run, so a second run in this process starts its own."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    for lg in trainer.loggers:
+        if isinstance(lg, WandbLogger):
+            lg.experiment.finish()
+
+
+def _metrics_of(results: list[dict[str, Any]]) -> dict[str, float]:
+    return {k: float(v) for d in results for k, v in d.items() if math.isfinite(float(v))}
+
+
+@contextlib.contextmanager
+def _quiet_warnings():
+    """Lightning's advice that does not apply to these runs (an infinite stream has no length, etc.)."""
+    with warnings.catch_warnings():
+        for pattern in (".*does not have many workers.*", ".*exists and is not empty.*", ".*Total length of.*",
+                        ".*is an `IterableDataset`.*", ".*The number of training batches.*",
+                        ".*was called without a model.*", ".*there is no last checkpoint available.*",
+                        ".*isinstance.treespec, LeafSpec.*", ".*The `srun` command is available.*",
+                        # data parallel: every rank evaluates the whole set, so the ranks' values agree
+                        ".*when logging on epoch level in distributed setting.*"):
+            warnings.filterwarnings("ignore", message=pattern)
+        yield

@@ -1,0 +1,72 @@
+"""A sweep's output folder: `manifest.json` (the runs it expects), `runs/<run_id>/` (one folder per run).
+
+The manifest is written before any run starts, by every launcher, so the report knows which runs
+are missing; each run folder is what `loglinear train` writes (config.yaml, result.json, ...) plus
+`train.log`, the output of its process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from loglinear.runs.config import ConfigError
+from loglinear.runs.folder import write_json_atomic
+from loglinear.sweeps.spec import Run, SweepSpec
+
+MANIFEST = "manifest.json"
+RUNS = "runs"
+LOG = "train.log"
+
+
+def default_out(spec: SweepSpec) -> Path:
+    return Path("sweeps_out") / spec.name
+
+
+def run_dir(out: Path, run_id: str) -> Path:
+    return out / RUNS / run_id
+
+
+def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
+    """Record the sweep and every run it expects (id, varied values, `loglinear train` arguments, config)."""
+    path = out / MANIFEST
+    write_json_atomic(path, {
+        "name": spec.name,
+        "spec": str(spec.path.resolve()) if spec.path else None,
+        "written": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "varied_keys": spec.varied_keys,
+        "zip": [list(group) for group in spec.zip],
+        "runs": [
+            {"id": r.run_id, "dir": f"{RUNS}/{r.run_id}", "point": r.point, "args": r.args, "config": _config(r)}
+            for r in runs
+        ],
+    })
+    return path
+
+
+def read_manifest(out: Path) -> dict[str, Any]:
+    path = out / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: {out} is not a sweep folder "
+                                f"(run `loglinear sweep run SPEC --out {out}`)")
+    rewrite = f"rerun `loglinear sweep run SPEC --out {out}` (or --dry-run) to write it anew"
+    try:
+        manifest = json.loads(path.read_text())
+    except ValueError as e:
+        raise ConfigError(f"{path} is corrupt ({e}); {rewrite}") from None
+    runs = manifest.get("runs") if isinstance(manifest, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in runs):
+        raise ConfigError(f"{path} is not a sweep manifest (no list of runs with ids); {rewrite}")
+    return manifest
+
+
+
+
+def _config(run: Run) -> dict[str, Any]:
+    """The resolved configuration without `out_dir` (the run's folder says where it is)."""
+    config = dataclasses.asdict(run.config)
+    config.pop("out_dir", None)
+    return config

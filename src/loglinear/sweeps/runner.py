@@ -1,0 +1,264 @@
+"""The local runner: each run of a sweep in its own `loglinear train` process, a few at a time.
+
+On a GPU machine, K workers on each visible GPU (`runs_per_gpu`, default DEFAULT_RUNS_PER_GPU; each
+process sees only its GPU), or N workers in all (`workers`), dealt round-robin over the GPUs; without
+a GPU, N CPU workers (default one per core). Either way each process gets cores // N threads (or
+$OMP_NUM_THREADS when set), so the cores are never oversubscribed.
+A run whose result is finished is skipped; any other is started with `loglinear train` on its
+resolved config.yaml, which resumes it from its last checkpoint. A crashed or diverged run never
+stops the others. SIGINT / SIGTERM / SIGHUP: every running process gets one SIGINT (it saves its
+checkpoint and exits), the runner waits for them and returns `interrupted`; running the sweep
+again picks up where it stopped. If the runner itself is killed, Linux delivers SIGINT to its runs
+(parent-death signal), so they stop cleanly instead of running on unattended.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from loglinear.runs.config import ConfigError, to_yaml
+from loglinear.runs.folder import CONFIG, FINISHED, RESULT, exclusive, is_finished, status_of, write_json_atomic
+from loglinear.sweeps.manifest import LOG, run_dir
+from loglinear.sweeps.progress import Progress, eta_seconds
+from loglinear.sweeps.spec import Run
+
+POLL_S = 0.2
+GRACE_S = 60.0
+"""How long interrupted runs get to save their checkpoints before they are killed."""
+INTERRUPTED = (130, 143)
+"""Exit statuses of an interrupted `loglinear train` (SIGINT, SIGTERM): its run resumes when started again."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+LOCK = ".runner.lock"
+DEFAULT_RUNS_PER_GPU = 1
+"""Runs sharing one GPU when neither `workers` nor `runs_per_gpu` is given. 1 until measured: the
+default is to become the K with the most runs per hour in benchmarks/sweep_throughput.py on a GPU."""
+
+
+def write_run_config(run: Run, directory: Path) -> Path:
+    """Write the run's resolved configuration, quiet and with `directory` as its out_dir, to
+    `directory/config.yaml`: the exact input of its `loglinear train`, whatever happens to the preset
+    files after the sweep was expanded. (Same id, same run: only the logger and the folder may differ
+    from an earlier session's file.)"""
+    logger = dataclasses.replace(run.config.logger, progress=False)
+    cfg = dataclasses.replace(run.config, out_dir=str(directory), logger=logger)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / CONFIG
+    path.write_text(to_yaml(cfg))
+    return path
+
+
+def train_command(config: Path) -> list[str]:
+    """The command that trains (or resumes) the run whose resolved configuration is `config`."""
+    return [sys.executable, "-m", "loglinear", "train", str(config)]
+
+
+def cpu_count() -> int:
+    """Cores this process may use (its affinity mask, which containers and Slurm set)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def visible_gpus() -> list[str]:
+    """The CUDA devices this process sees, as values for CUDA_VISIBLE_DEVICES."""
+    import torch
+
+    count = torch.cuda.device_count()
+    listed = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return (listed or [str(i) for i in range(count)])[:count]
+
+
+def worker_envs(workers: int | None, runs: int, gpus: list[str], cores: int,
+                threads: str | None = None, runs_per_gpu: int | None = None) -> list[dict[str, str]]:
+    """The environment of each worker: its GPU (round-robin over `gpus`) and its thread count, `threads`
+    if given (the user's OMP_NUM_THREADS), else cores // workers.
+
+    Workers: `workers` in all, or `runs_per_gpu` on each GPU (at most one of the two; runs_per_gpu
+    needs a GPU); by default DEFAULT_RUNS_PER_GPU per GPU, else one per core; never more than there
+    are runs (the ones left are then spread evenly over the GPUs).
+    """
+    if workers is not None and runs_per_gpu is not None:
+        raise ConfigError("--workers and --runs-per-gpu exclude each other: give one")
+    if runs_per_gpu is not None and not gpus:
+        raise ConfigError(
+            "--runs-per-gpu needs a visible CUDA device and none is visible here; on a CPU give --workers")
+    n = workers or (runs_per_gpu or DEFAULT_RUNS_PER_GPU) * len(gpus) or cores
+    n = max(1, min(n, runs))
+    threads = threads or str(max(1, cores // n))
+    envs = [{"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads} for _ in range(n)]
+    for i, env in enumerate(envs):
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
+    return envs
+
+
+@dataclass
+class SweepOutcome:
+    """Final statuses by run id, and whether the sweep was interrupted."""
+
+    statuses: dict[str, str]
+    interrupted: bool = False
+
+
+@dataclass
+class RunProcess:
+    """A started `loglinear train` process, its log, and what its result file was before it started."""
+
+    run: Run
+    directory: Path
+    process: subprocess.Popen
+    log: IO[str]
+    slot: int
+    started: float = field(default_factory=time.monotonic)
+    result_mtime: int | None = None
+
+
+class _StopRequest:
+    """Signal handlers that ask the loop to stop (a second signal: stop without waiting)."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self.urgent = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        self.urgent = self.signal is not None
+        self.signal = signum
+
+    def install(self) -> dict[int, Callable]:
+        return {s: signal.signal(s, self) for s in STOP_SIGNALS}
+
+
+def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: Progress | None = None,
+              grace_s: float = GRACE_S, runs_per_gpu: int | None = None) -> SweepOutcome:
+    """Run every unfinished run of `runs` into `out/runs/<id>`, `workers` at a time or `runs_per_gpu` on
+    each GPU (`worker_envs`); returns the statuses (see module docstring). Call it inside `exclusive_sweep(out)`."""
+    progress = progress or Progress("sweep", enabled=False)
+    statuses = {r.run_id: status_of(run_dir(out, r.run_id)) for r in runs}
+    statuses = {rid: s if s in FINISHED else "pending" for rid, s in statuses.items()}
+    todo = collections.deque(r for r in runs if statuses[r.run_id] == "pending")
+    threads = os.environ.get("OMP_NUM_THREADS")
+    envs = worker_envs(workers, len(todo), visible_gpus(), cpu_count(), threads, runs_per_gpu) if todo else []
+    free = list(range(len(envs)))
+    active: list[RunProcess] = []
+    durations: list[float] = []
+    stop = _StopRequest()
+    previous = stop.install()
+    try:
+        while (todo or active) and stop.signal is None:
+            while todo and free:
+                run = todo.popleft()
+                slot = free.pop(0)
+                active.append(start_run(run, run_dir(out, run.run_id).resolve(), envs[slot], slot))
+                statuses[run.run_id] = "running"
+            for job in [j for j in active if j.process.poll() is not None]:
+                active.remove(job)
+                free.append(job.slot)
+                statuses[job.run.run_id] = finish_run(job)
+                if statuses[job.run.run_id] in FINISHED:
+                    durations.append(time.monotonic() - job.started)
+            now = time.monotonic()
+            eta = eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs))
+            progress.update(list(statuses.values()), eta)
+            if todo or active:
+                time.sleep(POLL_S)
+        if stop.signal is not None:
+            _interrupt(active, stop, grace_s)
+            for job in active:
+                statuses[job.run.run_id] = status_of(job.directory) if is_finished(job.directory) else "pending"
+            return SweepOutcome(statuses, interrupted=True)
+        return SweepOutcome(statuses)
+    finally:
+        for job in active:
+            job.log.close()
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        progress.close()
+
+
+def exclusive_sweep(out: Path) -> contextlib.AbstractContextManager[None]:
+    """Hold `out/.runner.lock`: two runners on one folder would train the same runs twice."""
+    return exclusive(out / LOCK,
+                     f"another `loglinear sweep run` is running in {out}; wait for it or stop it first")
+
+
+def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> RunProcess:
+    """Start `loglinear train` for `run` in `directory`, its output appended to `train.log`."""
+    command = train_command(write_run_config(run, directory))
+    env_text = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    log = open(directory / LOG, "a")
+    log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} {subprocess.list2cmdline(command)}\n")
+    log.flush()
+    result = directory / RESULT
+    process = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
+        start_new_session=True,  # a Ctrl-C on the terminal reaches the runner only, which forwards one SIGINT
+        preexec_fn=_child_signals,
+    )
+    mtime = result.stat().st_mtime_ns if result.is_file() else None
+    return RunProcess(run, directory, process, log, slot, result_mtime=mtime)
+
+
+def finish_run(job: RunProcess) -> str:
+    """The status of a run whose process ended; a process that died without a result gets a `failed` one
+    (an interrupted one stays `pending`: it resumes)."""
+    job.log.close()
+    result = job.directory / RESULT
+    wrote_result = result.is_file() and result.stat().st_mtime_ns != job.result_mtime
+    code = job.process.returncode
+    if code != 0 and code not in INTERRUPTED and not wrote_result:
+        write_json_atomic(result, {
+            "status": "failed",
+            "error": f"loglinear train exited with status {code} without a result: {_last_line(job.directory / LOG)}",
+            "exit_code": code,
+        })
+    return status_of(job.directory)
+
+
+def _interrupt(active: list[RunProcess], stop: _StopRequest, grace_s: float) -> None:
+    """Ask each running process to save and exit; kill those still running after `grace_s`."""
+    for job in active:
+        _signal(job.process, signal.SIGINT)
+    deadline = time.monotonic() + grace_s
+    while any(j.process.poll() is None for j in active) and time.monotonic() < deadline and not stop.urgent:
+        time.sleep(POLL_S)
+    for job in active:
+        if job.process.poll() is None:
+            _signal(job.process, signal.SIGKILL)
+            job.process.wait()
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    try:
+        process.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+def _child_signals() -> None:
+    """In the child before exec: SIGINT when its parent dies (Linux), and no death by SIGUSR2, which
+    Slurm sends to every process of a job before its time limit (the job itself handles it)."""
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGINT)
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"no log at {path}"
+    return lines[-1][:300] if lines else f"empty log {path}"

@@ -1,0 +1,306 @@
+"""Sweep specs: a YAML grid of runs, expanded into `loglinear train` argument lists with stable ids.
+
+A spec (configs/sweeps/*.yaml):
+
+    name: demo_cpu                      # the sweep's name (and its default output folder)
+    base:                               # what every run shares
+      preset: mqar_cpu.yaml             # optional run preset: beside the spec, the working directory, configs/
+      model.d_model: 64                 # dotted keys and/or nested mappings
+      train: {max_steps: 600}
+    grid:                               # cartesian product: config key -> list of values
+      model.mixer: [attention, mamba2]
+      train.lr: [1.0e-3, 3.0e-3]
+    zip:                                # optional: keys that vary together, one group per entry
+      - {model.d_model: [16, 64], model.attention_heads: [1, 2]}
+
+A run is the arguments of one `loglinear train` command: the preset, then `key=value` for each base
+key, then for each grid and zip key (so a key in both base and grid takes the grid's values). The
+sweep resolves them once, when it expands; local runs and Slurm jobs train from that resolved
+config.yaml, and wandb agents pass the same arguments, which resolve to the same configuration.
+A group key (`data`, `model`, `train`, `logger`) may take a YAML file (`data: [data/parity.yaml,
+data/s5.yaml]`), looked up like the preset (a spec is never its own preset: a spec in configs/sweeps/
+may share a run preset's name, and `../name.yaml` or `name.yaml` finds configs/name.yaml).
+
+A run's id hashes its resolved configuration without `out_dir` and `logger` (how a run is logged
+is not what it is): the same run has the same id in any process, whatever the key order of the spec.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from loglinear.runs.config import (
+    CONFIGS_DIR,
+    GROUPS,
+    ConfigError,
+    RunConfig,
+    find_config_file,
+    load_mapping,
+    load_run_config,
+    run_id,
+)
+
+SPEC_KEYS = ("name", "base", "grid", "zip")
+PLACEHOLDER_OUT_DIR = "{run_id}"
+
+
+class SpecError(ConfigError):
+    """A bad sweep spec; the message is one line naming the spec and the key."""
+
+
+@dataclass
+class SweepSpec:
+    """A parsed spec. `base`, `grid` and each zip group map dotted config keys to values, in spec order;
+    group files (and `preset`) are already paths that `loglinear train` finds from the working directory."""
+
+    name: str
+    path: Path | None = None
+    preset: str | None = None
+    base: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    zip: list[dict[str, list[Any]]] = field(default_factory=list)
+
+    @property
+    def varied_keys(self) -> list[str]:
+        """The keys that differ between runs: grid keys, then zip keys."""
+        return [*self.grid, *(key for group in self.zip for key in group)]
+
+    def base_overrides(self) -> list[str]:
+        """The `key=value` arguments of `loglinear train` that every run shares."""
+        return [override(k, v) for k, v in self.base.items()]
+
+
+@dataclass
+class Run:
+    """One point of a sweep: its id, the values of the varied keys, its `loglinear train` arguments
+    (without `out_dir`), and its resolved configuration."""
+
+    run_id: str
+    point: dict[str, Any]
+    args: list[str]
+    config: RunConfig
+
+
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and check a spec file; a `SpecError` names the file and the offending key."""
+    path = Path(path)
+    if not path.is_file():
+        raise SpecError(f"sweep spec {str(path)!r} not found")
+    try:
+        raw = OmegaConf.to_container(load_mapping(path, "a sweep spec"), resolve=True)
+    except ConfigError as e:
+        raise SpecError(str(e)) from None
+    except (OmegaConfBaseException, ValueError) as e:  # e.g. an interpolation that does not resolve
+        raise SpecError(f"{path}: not a valid spec: {str(e).splitlines()[0]}") from None
+    return parse_spec(raw, path)
+
+
+def parse_spec(raw: Any, path: Path | None = None) -> SweepSpec:
+    """Check a spec given as a mapping (`path`, if any, locates relative files and names the spec in errors)."""
+    try:
+        return _parse_spec(raw, path)
+    except ConfigError as e:
+        raise SpecError(f"{path or 'sweep spec'}: {e}") from None
+
+
+def _parse_spec(raw: Any, path: Path | None) -> SweepSpec:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"must be a mapping with keys {', '.join(SPEC_KEYS)}")
+    unknown = [k for k in raw if k not in SPEC_KEYS]
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r}; a spec has {', '.join(SPEC_KEYS)}")
+    name = raw.get("name")
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", name):
+        raise ConfigError(f"name must be a folder-safe string (letters, digits, _ . -), got {name!r}")
+
+    base_raw = raw.get("base") or {}
+    if not isinstance(base_raw, Mapping):
+        raise ConfigError("base must be a mapping of config keys")
+    base = dict(_flatten(base_raw))
+    preset = base.pop("preset", None)
+    if preset is not None and not isinstance(preset, str):
+        raise ConfigError(f"base.preset must be a path, got {preset!r}")
+    if "out_dir" in base:
+        raise ConfigError("base.out_dir: the sweep sets each run's directory (use --out)")
+
+    grid_raw = raw.get("grid") or {}
+    if not isinstance(grid_raw, Mapping):
+        raise ConfigError("grid must be a mapping of config key -> list of values")
+    grid = {str(k): _values(f"grid.{k}", v) for k, v in grid_raw.items()}
+
+    zip_raw = raw.get("zip") or []
+    if not isinstance(zip_raw, list) or not all(isinstance(g, Mapping) and g for g in zip_raw):
+        raise ConfigError("zip must be a list of mappings, each config key -> list of values")
+    groups = []
+    for i, group in enumerate(zip_raw):
+        values = {str(k): _values(f"zip[{i}].{k}", v) for k, v in group.items()}
+        lengths = {k: len(v) for k, v in values.items()}
+        if len(set(lengths.values())) > 1:
+            raise ConfigError(f"zip[{i}]: the lists must have equal lengths, got {lengths}")
+        groups.append(values)
+    _check_disjoint([*grid, *(k for g in groups for k in g)])
+
+    return SweepSpec(
+        name=name,
+        path=path,
+        preset=None if preset is None else _find_file(preset, path),
+        base={k: _group_file(k, v, path) for k, v in base.items()},
+        grid={k: [_group_file(k, v, path) for v in vs] for k, vs in grid.items()},
+        zip=[{k: [_group_file(k, v, path) for v in vs] for k, vs in g.items()} for g in groups],
+    )
+
+
+def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
+    """The varied keys' values of every run: the cartesian product of the grid and the zip groups."""
+    axes: list[list[dict[str, Any]]] = [[{key: v} for v in values] for key, values in spec.grid.items()]
+    for group in spec.zip:
+        keys = list(group)
+        axes.append([dict(zip(keys, row, strict=True)) for row in zip(*group.values(), strict=True)])
+    for combination in itertools.product(*axes):
+        point: dict[str, Any] = {}
+        for part in combination:
+            point.update(part)
+        yield point
+
+
+def expand(spec: SweepSpec) -> list[Run]:
+    """Every run of the sweep, resolved and checked: one bad run fails the whole sweep before anything starts."""
+    runs: list[Run] = []
+    seen: dict[str, dict[str, Any]] = {}
+    where = spec.path or spec.name
+    try:
+        base = spec.base_overrides()
+    except ConfigError as e:
+        raise SpecError(f"{where}: base: {e}") from None
+    preset = [spec.preset] if spec.preset else []
+    for point in points(spec):
+        try:
+            varied = [override(k, v) for k, v in point.items()]
+            cfg = load_run_config(spec.preset, [*base, *varied, override("out_dir", PLACEHOLDER_OUT_DIR)])
+        except ConfigError as e:
+            raise SpecError(f"{where}: run {describe(point)}: {e}") from None
+        rid = run_id(cfg)
+        if rid in seen:
+            raise SpecError(
+                f"{where}: runs {describe(seen[rid])} and {describe(point)} resolve to the same configuration"
+            )
+        seen[rid] = point
+        runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg))
+    return runs
+
+
+def describe(point: Mapping[str, Any]) -> str:
+    """A run's varied values as `key=value ...` (`(base)` for a sweep of one run)."""
+    return " ".join(f"{k}={v}" for k, v in point.items()) or "(base)"
+
+
+def override(key: str, value: Any) -> str:
+    """`key=value` that `loglinear train` (OmegaConf's dotlist) reads back as exactly `value`.
+
+    `str(value)` when that round-trips (what a wandb agent's `${args_no_hyphens}` passes), else
+    YAML-quoted text; a value with no faithful text form is a ConfigError naming the key.
+    """
+    for text in _renderings(value):
+        if _same(_parse(text), value):
+            return f"{key}={text}"
+    raise ConfigError(f"{key}: value {value!r} cannot be passed as {key}=... on the command line")
+
+
+def command_line_value(value: Any) -> Any:
+    """The value to write for a wandb agent, which passes `f"{key}={value}"`: `value` itself when its
+    `str` round-trips, else the text `override` uses."""
+    text = override("x", value)[2:]
+    return value if text == str(value) else text
+
+
+def _renderings(value: Any) -> Iterator[str]:
+    yield str(value)
+    if value is None:
+        yield "null"
+    elif isinstance(value, float):
+        yield {float("inf"): ".inf", float("-inf"): "-.inf"}.get(value, ".nan")
+    elif isinstance(value, str):
+        yield "'" + value.replace("'", "''") + "'"
+    else:
+        yield json.dumps(value)
+
+
+def _parse(text: str) -> Any:
+    try:
+        return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"]
+    except (OmegaConfBaseException, ValueError):
+        return _Unparsable
+
+
+class _Unparsable:
+    """Marks text that OmegaConf cannot read."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of equal types, recursively (1, 1.0 and True differ; NaN equals NaN)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a != a:
+        return b != b
+    return a == b
+
+
+def _flatten(mapping: Mapping, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """Nested mappings as dotted leaf keys (an empty mapping is a value); `preset` stays top-level."""
+    for key, value in mapping.items():
+        full = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value and full != "preset":
+            yield from _flatten(value, f"{full}.")
+        else:
+            yield full, value
+
+
+def _values(where: str, values: Any) -> list[Any]:
+    if not isinstance(values, list) or not values:
+        raise ConfigError(f"{where} must be a non-empty list of values, got {values!r}")
+    return values
+
+
+def _check_disjoint(varied: list[str]) -> None:
+    """Varied keys appear once and never inside one another (their order on the command line would matter)."""
+    for i, key in enumerate(varied):
+        if key in varied[:i]:
+            raise ConfigError(f"{key} is varied twice (grid and zip keys must be distinct)")
+        for other in varied[:i]:
+            if key.startswith(other + ".") or other.startswith(key + "."):
+                raise ConfigError(f"{key} and {other} overlap: vary one key of a group, or the group file alone")
+
+
+def _group_file(key: str, value: Any, spec: Path | None) -> Any:
+    """A group given as a file: its path as `loglinear train` will find it (see `_find_file`)."""
+    return _find_file(value, spec) if key in GROUPS and isinstance(value, str) else value
+
+
+def _find_file(path: str, spec: Path | None) -> str:
+    """Find a file as `find_config_file` does (beside the spec, never the spec itself); return the
+    shortest of `path`, its path under configs/ and its absolute path that `loglinear train` (working
+    directory, then configs/) finds as the same file."""
+    found = find_config_file(path, spec.parent if spec else None, skip=spec).resolve()
+    forms = [path] + (
+        [str(found.relative_to(CONFIGS_DIR.resolve()))] if found.is_relative_to(CONFIGS_DIR.resolve()) else []
+    )
+    for form in forms:
+        seen_by_train = next((c for c in (Path(form), CONFIGS_DIR / form) if c.is_file()), None)
+        if seen_by_train is not None and seen_by_train.resolve() == found:
+            return form
+    return str(found)

@@ -1,0 +1,156 @@
+"""`loglinear inspect RUN_DIR` and `loglinear sweep report --lambda`: a hand-set lambda comes out exactly,
+the plot is drawn, non-log-linear runs and missing checkpoints are refused, the report's per-cell figures."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from matplotlib.image import imread
+
+from loglinear.cli import main
+from loglinear.kernels import num_levels
+from loglinear.models import LAMBDA_PARAMS
+from loglinear.models.lambda_levels import capture_lambda, lambda_heads
+from loglinear.reports.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
+from loglinear.reports.lambda_plots import REPORT
+from loglinear.runs.config import load_run_config, to_yaml
+from loglinear.runs.folder import write_json_atomic
+from loglinear.runs.lit import LitLanguageModel
+from loglinear.sweeps.manifest import run_dir, write_manifest
+from loglinear.sweeps.spec import expand, load_spec
+
+from ..sweeps.sweep_helpers import write_spec
+
+# Validation on the eval sets: lengths 8 and 16 (16 = the model's max_len, 5 levels).
+TINY = [
+    "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",
+    "data.eval_sets=[{},{seq_len: 16}]", "data.validate_on=eval_sets", "data.batch_size=16", "data.val_size=32",
+    "model.mixer=log_linear_mamba2", "model.d_model=16", "model.lambda_bias_init=zero",
+    "logger.wandb.mode=disabled",
+]
+
+
+def make_run(folder: Path, *overrides: str, set_weights=None, checkpoint: bool = True, cfg=None):
+    """A run directory by hand: config.yaml and (optionally) last.ckpt of a fresh model changed by `set_weights`."""
+    cfg = cfg or load_run_config(None, [*TINY, *overrides, f"out_dir={folder}"])
+    folder.mkdir(parents=True)
+    (folder / "config.yaml").write_text(to_yaml(cfg))
+    module = LitLanguageModel(cfg.model, cfg.train)
+    if set_weights is not None:
+        with torch.no_grad():
+            set_weights(module.model)
+    if checkpoint:
+        torch.save({"state_dict": module.state_dict()}, folder / "last.ckpt")
+    return module.model
+
+
+def target_profile(n_heads: int, n_distinct: int) -> torch.Tensor:
+    """A profile in (0.05, 0.95) that every parameterisation can hold: decaying with the level, per head."""
+    level = torch.arange(n_distinct, dtype=torch.float64)
+    return (0.9 * 0.7**level)[None, :] * (1 - 0.1 * torch.arange(n_heads, dtype=torch.float64))[:, None]
+
+
+def set_profile(model) -> None:
+    """lambda independent of the input (the input projections zeroed) with the bias at the target profile."""
+    for mixer, head in zip([b.mixer for b in model.blocks], lambda_heads(model), strict=True):
+        mixer.in_proj.weight.zero_()
+        if head.param.bias is not None:
+            head.param.bias.copy_(head.param.inverse(target_profile(*head.param.bias.shape)))
+
+
+@pytest.mark.parametrize("lambda_param", LAMBDA_PARAMS.names())
+def test_a_hand_set_profile_comes_out_exactly(tmp_path, lambda_param):
+    model = make_run(tmp_path / "run", f"model.lambda_param={lambda_param}", set_weights=set_profile)
+    inspection = inspect_run(tmp_path / "run", device="cpu")
+    rows = read_csv(tmp_path / "run" / LEVELS_CSV)
+    assert [repr(r) for r in rows] == [repr(r) for r in inspection.rows]  # repr: NaN effective means compare equal
+    levels = num_levels(16)
+    assert sorted({r.level for r in rows}) == list(range(levels))
+    tokens_level0 = 32 * 8 + 32 * 16  # every position of both validation sets
+    with torch.no_grad(), capture_lambda(model.eval()) as captured:
+        model(torch.randint(0, 16, (4, 16)))
+    for layer, ((lam,), head) in enumerate(zip(captured, lambda_heads(model), strict=True)):
+        expected = lam[0, 0]  # (H, L): the lambda the model uses, the same at every token
+        assert (lam == expected).all()
+        formula = head(torch.zeros(1, head.n_inputs), torch.zeros(1, head.n_heads))[0].detach()
+        torch.testing.assert_close(expected, formula, rtol=1e-6, atol=0)
+        if lambda_param in ("softplus", "static", "sigmoid", "bounded"):
+            torch.testing.assert_close(expected.double(), target_profile(*expected.shape), rtol=1e-5, atol=1e-6)
+        for r in (r for r in rows if r.layer == layer):
+            value = float(expected[r.head, r.level])
+            assert r.mean == value and r.std == 0.0 and set(r.quantiles.values()) == {value}
+            if r.level == 0:
+                assert r.tokens == tokens_level0
+    occupied_level4 = 32 * 8  # positions 8..15 of the length-16 set
+    assert {r.tokens for r in rows if r.level == 4} == {occupied_level4}
+
+
+def test_the_plot_is_written_and_shows_something(tmp_path, capsys):
+    make_run(tmp_path / "run", "model.mixer=log_linear_gated_deltanet", "model.n_layers=2")
+    assert main(["inspect", str(tmp_path / "run"), "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "layer 0:" in out and "layer 1:" in out
+    png = tmp_path / "run" / LEVELS_PNG
+    assert png.stat().st_size > 10_000
+    image = imread(png)
+    assert image.shape[0] > 200 and image.shape[1] > 300 and np.ptp(image[..., :3]) > 0.5
+    with open(tmp_path / "run" / LEVELS_CSV) as f:
+        rows = list(csv.DictReader(f))
+    assert all(0 <= float(r["effective_mean"]) <= 1 for r in rows) and {r["effective_tokens"] for r in rows} != {"0"}
+
+
+def test_a_non_log_linear_run_is_refused_with_one_line(tmp_path, capsys):
+    make_run(tmp_path / "run", "model.mixer=mamba2")
+    assert main(["inspect", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "mamba2 run" in err and "log-linear" in err
+
+
+def test_a_missing_checkpoint_is_refused_with_one_line(tmp_path, capsys):
+    make_run(tmp_path / "run", checkpoint=False)
+    assert main(["inspect", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "last.ckpt not found" in err
+    assert main(["inspect", str(tmp_path / "nowhere")]) == 2
+    assert "not a run directory" in capsys.readouterr().err
+
+
+def test_sweep_report_lambda_draws_one_figure_per_cell(tmp_path, capsys):
+    """A tiny sweep (2 parameterisations x 2 d_model, 2 learning rates) written by hand: untrained models and
+    made-up accuracies; one figure per d_model, the parameterisations at their best learning rate."""
+    spec_path = write_spec(tmp_path, {"model.lambda_param": ["softplus", "static"], "model.d_model": [16, 32],
+                                      "train.lr": [1e-3, 1e-2]}, **{"model.mixer": "log_linear_mamba2"})
+    spec, out = load_spec(spec_path), tmp_path / "out"
+    runs = expand(spec)
+    write_manifest(out, spec, runs)
+    for i, run in enumerate(runs):
+        folder = run_dir(out, run.run_id)
+        make_run(folder, cfg=run.config)
+        accuracy = 0.5 + 0.1 * (run.config.train.lr > 5e-3) + 0.01 * i
+        write_json_atomic(folder / "result.json", {"status": "max_steps", "val_accuracy": accuracy})
+    assert main(["sweep", "report", str(out), "--lambda"]) == 0
+    err = capsys.readouterr().err
+    figures = sorted(p.name for p in out.glob("lambda_*.png"))
+    assert figures == ["lambda_log_linear_mamba2_d16.png", "lambda_log_linear_mamba2_d32.png"], err
+    assert all((run_dir(out, r.run_id) / LEVELS_CSV).is_file() for r in runs)
+    report = (out / REPORT).read_text()
+    assert report.count("| softplus | 0.01 |") == 2 and report.count("| static | 0.01 |") == 2
+    assert "lambda_log_linear_mamba2_d16.png" in report
+    csv_times = [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs]
+    assert main(["sweep", "report", str(out), "--lambda"]) == 0  # a second report reuses the tables
+    assert [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs] == csv_times
+
+
+@pytest.mark.gpu
+def test_cuda_matches_cpu(tmp_path):
+    make_run(tmp_path / "run")  # impl auto: the fused kernels on the GPU
+    cpu = inspect_run(tmp_path / "run", device="cpu").rows
+    gpu = inspect_run(tmp_path / "run", device="cuda").rows
+    for a, b in zip(cpu, gpu, strict=True):
+        assert (a.layer, a.head, a.level, a.tokens) == (b.layer, b.head, b.level, b.tokens)
+        assert a.mean == pytest.approx(b.mean, rel=1e-3, abs=1e-5)
+        assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)

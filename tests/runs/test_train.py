@@ -1,0 +1,177 @@
+"""One run end to end on a tiny MQAR: early stopping, resume after a kill, verdicts, config errors."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from loglinear.runs.config import ConfigError, load_run_config
+from loglinear.runs.folder import read_result
+from loglinear.runs.train import train
+
+# 1 key-value pair at length 8: attention solves it in ~100 steps, so each run takes seconds.
+TINY = [
+    "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",
+    "data.eval_sets=[{},{seq_len: 16}]", "data.batch_size=32", "data.val_size=128", "data.test_size=128",
+    "model.mixer=attention", "model.d_model=32", "model.attention_heads=2",
+    "train.lr=1.0e-2", "train.warmup_steps=5", "train.max_steps=300", "train.val_every=20",
+    "logger.wandb.mode=disabled", "logger.progress=false",
+]
+
+
+def tiny(tmp_path: Path, *extra: str, name: str = "run"):
+    return load_run_config(None, [*TINY, f"out_dir={tmp_path / name}", *extra])
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "loglinear", "train", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def test_attention_early_stops_above_threshold(tmp_path):
+    result = train(tiny(tmp_path))
+    assert result["status"] == "early_stopped"
+    assert result["val_accuracy"] > 0.99
+    assert result["steps_to_threshold"] == result["step"] < 300
+    on_disk = read_result(tmp_path / "run")
+    assert on_disk["status"] == "early_stopped" and on_disk["params"] == result["params"] > 0
+    for name in ("config.yaml", "metrics.csv", "last.ckpt"):
+        assert (tmp_path / "run" / name).is_file()
+    # per-slice and per-set metrics, in the validation and the test results
+    assert "val/acc/num_kv_pairs=1" in result["final_val"] and "val/acc_token" in result["final_val"]
+    assert {"test/acc/set=iid", "test/acc/set=seq_len=16", "test/acc/seq_len=16", "test/acc_seq"} <= set(result["test"])
+    header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0]
+    assert "train/loss" in header and "val/acc" in header
+
+
+def test_a_finished_run_is_not_redone(tmp_path):
+    cfg = tiny(tmp_path, "train.max_steps=20", "train.val_every=10", "train.early_stop_threshold=null")
+    first = train(cfg)
+    assert first["status"] == "max_steps" and first["step"] == 20
+    stamp = (tmp_path / "run" / "result.json").stat().st_mtime_ns
+    assert train(cfg) == first
+    assert (tmp_path / "run" / "result.json").stat().st_mtime_ns == stamp
+
+
+def test_peak_gpu_memory_is_null_off_cuda(tmp_path):
+    result = train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "train.accelerator=cpu"))
+    assert "peak_memory_bytes" in result and result["peak_memory_bytes"] is None
+    assert read_result(tmp_path / "run")["peak_memory_bytes"] is None
+
+
+@pytest.mark.gpu
+def test_peak_gpu_memory_is_each_runs_own(tmp_path):
+    extra = ("train.max_steps=10", "train.val_every=10", "train.accelerator=gpu")
+    large = train(tiny(tmp_path, *extra, "model.d_model=256", "data.batch_size=256", name="large"))
+    small = train(tiny(tmp_path, *extra, name="small"))  # same process: the large run's peak must not carry over
+    assert 0 < small["peak_memory_bytes"] < large["peak_memory_bytes"]
+
+
+def test_same_seed_same_metrics_and_a_final_validation(tmp_path):
+    extra = ("train.max_steps=25", "train.val_every=10", "train.early_stop_threshold=null")
+    a, b = train(tiny(tmp_path, *extra, name="a")), train(tiny(tmp_path, *extra, name="b"))
+    assert a["final_val"] == b["final_val"] and a["test"] == b["test"]
+    assert a["step"] == 25  # validated once more at max_steps, off the val_every grid
+
+
+def test_absurd_learning_rate_ends_diverged(tmp_path):
+    proc = cli(*TINY, f"out_dir={tmp_path / 'run'}", "train.lr=1.0e+12", "train.grad_clip=0", "train.warmup_steps=0")
+    assert proc.returncode == 0, proc.stderr
+    assert read_result(tmp_path / "run")["status"] == "diverged"
+
+
+def test_runtime_error_ends_failed_with_the_message(tmp_path):
+    # max_len 4 gives the log-linear lambda head too few levels for length 8: the operator refuses at run time
+    proc = cli(*TINY, f"out_dir={tmp_path / 'run'}", "model.mixer=log_linear_mamba2", "model.max_len=4")
+    assert proc.returncode == 1
+    result = read_result(tmp_path / "run")
+    assert result["status"] == "failed" and "lambda levels" in result["error"]
+
+
+def test_typo_exits_2_with_one_line_naming_the_key(tmp_path):
+    proc = cli("configs/mqar_cpu.yaml", f"out_dir={tmp_path}", "model.d_modle=32")
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "model.d_modle" in lines[0] and "d_model" in lines[0].split("d_modle", 1)[1]
+    proc = cli("configs/mqar_cpu.yaml", f"out_dir={tmp_path}", "model.mixer=mamba3")
+    assert proc.returncode == 2 and "valid: attention" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_another_config_in_the_same_directory_is_refused(tmp_path):
+    train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
+    with pytest.raises(ConfigError, match="holds a run of another configuration"):
+        train(tiny(tmp_path, "train.max_steps=11", "train.val_every=10"))
+
+
+def test_killed_run_resumes_to_the_same_result(tmp_path):
+    args = [*TINY, "train.max_steps=80", "train.val_every=10", "train.early_stop_threshold=null"]
+    assert cli(*args, f"out_dir={tmp_path / 'whole'}").returncode == 0
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "loglinear", "train", *args, f"out_dir={tmp_path / 'killed'}"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt, deadline = tmp_path / "killed" / "last.ckpt", time.time() + 240
+    while not (ckpt.is_file() and ckpt.stat().st_size > 0) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert read_result(tmp_path / "killed") is None, "killed before finishing"
+    assert cli(*args, f"out_dir={tmp_path / 'killed'}").returncode == 0
+    whole, resumed = read_result(tmp_path / "whole"), read_result(tmp_path / "killed")
+    assert resumed["status"] == whole["status"] == "max_steps"
+    assert resumed["final_val"] == whole["final_val"] and resumed["test"] == whole["test"]
+
+
+def test_wandb_offline_logs_locally_without_a_server(tmp_path):
+    cfg = tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "logger.wandb.mode=offline")
+    start = time.time()
+    assert train(cfg)["status"] == "max_steps"
+    assert time.time() - start < 120
+    assert any((tmp_path / "run" / "wandb").glob("offline-run-*"))
+
+
+def test_a_group_file_replaces_the_presets_group(tmp_path):
+    cfg = load_run_config("configs/state_tracking.yaml", ["data=data/mod_arith_brackets.yaml", f"out_dir={tmp_path}"])
+    assert cfg.data.task == "mod_arith_brackets" and "mult" in cfg.data.task_args
+
+
+def test_a_run_moves_between_loggers_without_being_refused(tmp_path):
+    train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
+    assert train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "logger.progress=true"))["step"] == 10
+
+
+def test_two_data_parallel_ranks_train_one_run_and_evaluate_whole_sets(tmp_path):
+    """`train.devices=2 train.strategy=ddp` on the CPU (gloo): Lightning starts a second rank; rank 0 holds the
+    folder, writes its files and reports once; every rank evaluates every test batch, so the test metrics the run
+    recorded are the final weights' on the whole test sets, as one process measures them."""
+    import lightning as L
+
+    from loglinear.reports.lambda_inspect import read_run_config
+    from loglinear.runs.lit import LitLanguageModel
+    from loglinear.synthetics import SyntheticDataModule
+
+    out = tmp_path / "ddp"
+    proc = cli(*TINY, f"out_dir={out}", "train.max_steps=20", "train.val_every=10", "train.early_stop_threshold=null",
+               "train.accelerator=cpu", "train.devices=2", "train.strategy=ddp")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("max_steps at step 20") == 1
+    result = read_result(out)
+    assert result["status"] == "max_steps" and result["step"] == 20
+
+    cfg = read_run_config(out)
+    data = SyntheticDataModule(cfg.data)
+    module = LitLanguageModel(cfg.model, cfg.train, {"val": data.val_set_names, "test": data.test_set_names})
+    module.load_state_dict(torch.load(out / "last.ckpt", weights_only=True)["state_dict"])
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    (single,) = trainer.test(module, datamodule=data, verbose=False)
+    assert single.keys() == result["test"].keys()
+    for name, value in single.items():
+        assert result["test"][name] == pytest.approx(value, abs=1e-6), name
