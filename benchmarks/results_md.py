@@ -35,13 +35,19 @@ def machine() -> str:
     return desc
 
 
+def command() -> str:
+    """This process's command as run from the repository root: `python -m benchmarks.NAME ARGS`."""
+    spec = getattr(sys.modules["__main__"], "__spec__", None)
+    program = ["-m", spec.name] if spec is not None else sys.argv[:1]
+    return "python " + " ".join(shlex.quote(a) for a in [*program, *sys.argv[1:]])
+
+
 def write_section(name: str, body: str) -> Path:
     """Replace (or append) section `name` of RESULTS.md with `body`, stamped with machine/date/command."""
-    command = "python " + " ".join(shlex.quote(a) for a in sys.argv)
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     section = (
         f"<!-- begin:{name} -->\n## {name}\n\n"
-        f"- machine: {machine()}\n- date: {stamp}\n- command: `{command}`\n\n"
+        f"- machine: {machine()}\n- date: {stamp}\n- command: `{command()}`\n\n"
         f"{body.rstrip()}\n<!-- end:{name} -->\n"
     )
     text = RESULTS.read_text() if RESULTS.exists() else HEADER
