@@ -1,9 +1,9 @@
 """GPU training end to end: every mixer on configs/mqar_paper.yaml with `model.impl=auto` (on CUDA the fused
 Triton kernels) and with `model.impl=chunk` (the chunkwise torch path), same seed, same data.
 
-    python3 benchmarks/gpu_training.py                      # CUDA: writes its section of RESULTS.md
-    python3 benchmarks/gpu_training.py --mixers mamba2 gated_deltanet   # a subset: its own section
-    python3 benchmarks/gpu_training.py --quick --steps 20   # tiny data, any device, print only (CPU: about 1 min)
+    python3 -m benchmarks.gpu_training                      # CUDA: writes its section of RESULTS.md
+    python3 -m benchmarks.gpu_training --mixers mamba2 gated_deltanet   # a subset: its own section
+    python3 -m benchmarks.gpu_training --quick --steps 20   # tiny data, any device, print only (CPU: about 1 min)
 
 Each run is the real training path, `loglinear.runs.train.train` on the preset with overrides
 (model=model/<mixer>.yaml, model.d_model, model.impl, train.precision=auto: bf16-mixed on CUDA,
@@ -38,8 +38,8 @@ more kernel launches); start-up, validations and the final test about 5 s a run,
 compilation on the first use of each kernel family (forward, backward, inference forward) perhaps
 1 min each for Mamba-2 and the delta rule: about 6 min in all. The section is rewritten after each
 mixer (marked partial until the last), so a run stopped early keeps what it measured; `--time-limit
-540` starts no mixer that would end past 9 minutes if it took as long as the one before it, for a
-10-minute slot. A run with `--mixers` writes a section of its own.
+S` starts no mixer that would end more than S seconds after the start if it took as long as the one
+before it. A run with `--mixers` writes a section of its own.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from results_md import markdown_table, write_section
-from time_limit import TimeLimit
 
+from benchmarks.results_md import markdown_table, write_section
+from benchmarks.time_limit import TimeLimit
 from loglinear.models import MIXERS
 from loglinear.runs.config import load_run_config
 from loglinear.runs.metrics_file import METRICS, read_rows

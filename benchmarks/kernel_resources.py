@@ -5,11 +5,11 @@ Triton's interpreter at each shape and records every kernel launch (tests/kernel
 constexprs and warps are exactly what the launchers choose. This process compiles each launch for
 sm_90a and asks the ptxas that ships with Triton for its registers per thread and spill traffic
 (`ptxas -v`). That is a static measure, not a timing: it shows which kernels will spill before any
-GPU is lent. Shapes: the paper's (chunk 64, K=128, V=64 for Mamba-2 with q/k shared by the heads;
+GPU runs them. Shapes: the paper's (chunk 64, K=128, V=64 for Mamba-2 with q/k shared by the heads;
 K=V=64 for Gated DeltaNet) and the MQAR one (K=V=16), bf16 inputs, lambda given.
 
-    python3 benchmarks/kernel_resources.py            # writes its section of RESULTS.md (one per Triton version)
-    python3 benchmarks/kernel_resources.py --quick    # prints only
+    python3 -m benchmarks.kernel_resources            # writes its section of RESULTS.md (one per Triton version)
+    python3 -m benchmarks.kernel_resources --quick    # prints only
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from benchmarks.results_md import markdown_table, write_section
 
 SHAPES = {  # name: (delta rule, K, V, q/k heads of H = 2)
     "Mamba-2 paper": (False, 128, 64, 1),
@@ -60,7 +62,7 @@ def launches() -> list[tuple[str, object]]:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "launches.json")
-        subprocess.run([sys.executable, __file__, "--record", path], check=True,
+        subprocess.run([sys.executable, "-m", __spec__.name, "--record", path], check=True,
                        env={**os.environ, "TRITON_INTERPRET": "1"})
         return [(row.pop("shape"), Launch.from_json(row)) for row in json.loads(Path(path).read_text())]
 
@@ -101,9 +103,6 @@ def main() -> None:
         return
     os.environ.pop("TRITON_INTERPRET", None)  # compile for real: nothing is launched
     import triton
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from results_md import markdown_table, write_section
 
     rows = []
     for shape, launch in launches():

@@ -1,9 +1,9 @@
 """Sweep throughput with several runs sharing one GPU: runs per hour of a small mqar_paper sweep through the
 local runner (`loglinear sweep run --runs-per-gpu K`) for K = 1, 2, 4, 8, 16 runs on each GPU.
 
-    python3 benchmarks/sweep_throughput.py           # CUDA: writes its section of RESULTS.md
-    python3 benchmarks/sweep_throughput.py --ks 1 4 16 --steps 300
-    python3 benchmarks/sweep_throughput.py --quick   # any device: tiny runs, --workers 1 and 2, print only (CPU: 1 min)
+    python3 -m benchmarks.sweep_throughput           # CUDA: writes its section of RESULTS.md
+    python3 -m benchmarks.sweep_throughput --ks 1 4 16 --steps 300
+    python3 -m benchmarks.sweep_throughput --quick   # any device: tiny runs, --workers 1 and 2, print only (CPU: 1 min)
 
 The sweep: configs/mqar_paper.yaml (batch 256, T 256, vocabulary 8192, 2 layers) with the four recurrent
 mixers x d_model {16, 64} x seeds {0, 1} = 16 runs (720 of the 840 runs of the paper's sweep are
@@ -11,11 +11,11 @@ recurrent), `--steps` (200) steps each at lr 1e-3, a validation every 100 steps,
 off. Every K trains the same 16 runs from scratch into a folder of its own, through `run_local`, the
 runner `loglinear sweep run` uses: each run its own `loglinear train` process, K of them on each GPU,
 the CPU cores shared among them. Reported per K: the sweep's wall time (from the first process started
-to the last result), runs per hour (16 / wall), the speed-up over K = 1 (the issue's target: at least
-10x), training steps per second of all runs together, the mean time a run spent inside its process
-(result.json's wall_time_s: imports excluded; it grows as runs share the GPU), and the in-process
-speed-up K x t(1) / t(K) of those times: the gain if runs spent all their time in the process, a
-closer estimate for long runs than the wall-time speed-up (below).
+to the last result), runs per hour (16 / wall), the speed-up over K = 1 (its target: the table at
+the top of RESULTS.md), training steps per second of all runs together, the mean time a run spent
+inside its process (result.json's wall_time_s: imports excluded; it grows as runs share the GPU), and
+the in-process speed-up K x t(1) / t(K) of those times: the gain if runs spent all their time in the
+process, a closer estimate for long runs than the wall-time speed-up (below).
 
 Before the timed sweeps, a warm-up sweep (the 8 seed-0 runs, 2 steps each, all at once) compiles the
 Triton kernels for each shape into Triton's on-disk cache and brings the Python files into the page
@@ -35,8 +35,8 @@ Time on an H100 (an estimate, not a measurement): a run is about 5 s of start-up
 (the mqar_paper sweep's assumption) and 1 s of validation and test, about 11 s; K = 1: 16 runs one
 after another, 3 min; K = 2 about 1.5 min; K = 4, 8, 16 under 1 min each; the warm-up 1 to 2 min
 (compilation): about 7 to 8 min in all. The section is rewritten after each K (marked partial until
-the last), so a run stopped early keeps what it measured; `--time-limit 540` starts no K that would
-end past 9 minutes if it took as long as the K before it (larger K take less), for a 10-minute slot.
+the last), so a run stopped early keeps what it measured; `--time-limit S` starts no K that would
+end more than S seconds after the start if it took as long as the K before it (larger K take less).
 """
 
 from __future__ import annotations
@@ -48,9 +48,9 @@ import time
 from pathlib import Path
 
 import torch
-from results_md import markdown_table, write_section
-from time_limit import TimeLimit
 
+from benchmarks.results_md import markdown_table, write_section
+from benchmarks.time_limit import TimeLimit
 from loglinear.runs.folder import FINISHED, result_of
 from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.progress import Progress
@@ -120,7 +120,7 @@ def describe(args: argparse.Namespace, spec: SweepSpec, done: int, gpus: list[st
         f"{grid}; {args.steps} steps each, a validation every {min(100, args.steps)} steps, no early stopping, wandb "
         f"off; {where}; torch {torch.__version__}. Wall time of `run_local` after a warm-up sweep that filled "
         f"Triton's cache (benchmarks/sweep_throughput.py's docstring: the start-up of each run makes these speed-ups "
-        f"an upper bound for long runs). The issue's target: at least 10x the runs/hour of K=1.\n\n"
+        f"an upper bound for long runs). Its target: the table at the top of this file.\n\n"
     )
 
 

@@ -1,6 +1,6 @@
 """`TimeLimit`: a benchmark measuring items one after another starts the next only if it should end in time.
 
-A machine that allows a command a fixed time (a job slot, a lease) kills a benchmark that overruns and
+A machine that allows a command a fixed time (a job slot) kills a benchmark that overruns and
 loses the item in flight; with a limit the benchmark stops between items instead, and says which it left.
 """
 
