@@ -1,0 +1,72 @@
+"""benchmarks/ is a package run from the repository root: every module imports as `benchmarks.NAME`, the kernel
+benchmark's peers are one registry, and a script starts as `python -m benchmarks.NAME`."""
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import benchmarks
+from benchmarks.kernel_inputs import SMOKE_SHAPES
+from benchmarks.kernel_peers import PEERS, Libraries, methods_for
+from benchmarks.kernels import table
+
+ROOT = Path(__file__).resolve().parent.parent
+MODULES = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__))
+NO_FLA = Libraries(missing={"fla": "ModuleNotFoundError: No module named 'fla'",
+                            "mamba_ssm": "ModuleNotFoundError: No module named 'mamba_ssm'"})
+
+
+def test_every_script_is_a_module_of_the_package():
+    scripts = sorted(p.stem for p in (ROOT / "benchmarks").glob("*.py") if p.stem != "__init__")
+    assert MODULES == scripts
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_imports(name):
+    importlib.import_module(f"benchmarks.{name}")
+
+
+def test_the_peer_registry_lists_its_peers_and_names_them_on_a_miss():
+    assert PEERS.names() == ["ours", "ours_linear", "fla_ll", "mamba2", "fla_gdn", "sdpa"]
+    with pytest.raises(ValueError, match="unknown kernel peer 'flash'; valid: ours, ours_linear, fla_ll"):
+        PEERS["flash"]
+
+
+@pytest.mark.parametrize(("variant", "peers"), [
+    ("mamba2", ["ours", "ours_linear", "fla_ll", "mamba2", "sdpa"]),
+    ("gdn", ["ours", "ours_linear", "fla_gdn", "sdpa"]),
+])
+def test_each_variant_times_its_peers_and_a_missing_library_is_a_cell(variant, peers):
+    methods = methods_for(variant, SMOKE_SHAPES[variant, "paper"], NO_FLA, torch.device("cpu"))
+    assert list(methods) == peers
+    for name, method in methods.items():
+        runnable = name in ("ours", "ours_linear", "sdpa")
+        assert (method.setup is not None) == runnable, name
+        assert method.reason == ("" if runnable else "not installed"), name
+
+
+def test_the_table_has_a_row_per_peer_then_the_ratios_of_those_measured():
+    methods = methods_for("gdn", SMOKE_SHAPES["gdn", "mqar"], NO_FLA, torch.device("cpu"))
+    res = {"ours": {64: 3.0}, "ours_linear": {64: 2.0}, "fla_gdn": {64: "not installed"}, "sdpa": {64: 1.5}}
+    rows = [line.split(" | ") for line in table("gdn", methods, res, [64]).splitlines()[2:]]
+    assert [(r[0].lstrip("| "), r[1].rstrip(" |")) for r in rows] == [
+        ("ours log-linear (triton)", "3.00"),
+        ("ours linear (triton, lam=None)", "2.00"),
+        ("linear GDN (fla chunk_gated_delta_rule)", "not installed"),
+        ("SDPA flash attention (causal, 2 heads x 16)", "1.50"),
+        ("**ours / ours linear**", "1.50"),
+        ("**ours / fla linear GDN**", "-"),
+        ("**ours / SDPA**", "2.00"),
+    ]
+
+
+def test_a_script_runs_as_a_module_from_the_repository_root():
+    out = subprocess.run([sys.executable, "-m", "benchmarks.operator_cpu", "--help"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "--quick" in out.stdout
