@@ -50,7 +50,8 @@ early-stopping threshold, and the report's "runs above" threshold."""
 class TrainConfig:
     """How a run trains (the `train.` keys of `loglinear train`).
 
-    seed:            seeds model initialisation; the data has its own `data.seed`.
+    seed:            every initial weight, each module from its own generator keyed by (seed, module name)
+                     (models/init.py); the data has its own `data.seed`.
     lr:              peak AdamW learning rate, reached after `warmup_steps`, then a cosine decay to
                      `lr * min_lr_ratio` at `max_steps`.
     weight_decay:    AdamW decay of the weight matrices (none on norms, biases, embeddings, A_log,
