@@ -62,11 +62,11 @@ def test_param_report_adds_up(tiny):
         assert (r.lambda_heads > 0) == (mixer in LOG_LINEAR)
 
 
-def test_lambda_head_count_includes_its_projection_columns(tiny):
+def test_lambda_head_count_includes_its_projection(tiny):
     model = build_model(tiny(mixer="log_linear_mamba2", max_len=64, lambda_share_from_level=3))
     mixer = model.blocks[0].mixer
     H, distinct = mixer.n_heads, 4
-    assert mixer.lambda_head.n_inputs == H * distinct
+    assert mixer.lambda_head.proj.weight.shape == (H * distinct, 16)
     own = 2 * H * distinct if mixer.lambda_head.param.bias is not None else H * distinct  # softplus scale (+ bias)
     assert mixer.lambda_parameter_count() == own + H * distinct * 16
     assert model.param_report().lambda_heads == 2 * mixer.lambda_parameter_count()
@@ -97,6 +97,7 @@ def test_param_groups_exempt_norms_biases_embeddings_ssm_and_lambda(tiny):
         for i in range(2)
         for n in (
             "mixer.in_proj.weight",
+            "mixer.lambda_head.proj.weight",
             "mixer.conv.weight",
             "mixer.out_proj.weight",
             "mlp.w_in.weight",

@@ -10,25 +10,28 @@ from hypothesis import strategies as st
 
 from loglinear.models import LAMBDA_PARAMS, MIXERS, LambdaHead, build_model
 
-from .helpers import BASE_OF, LOG_LINEAR
+from .helpers import BASE_OF, LOG_LINEAR, decode
 
 DATA_DEPENDENT = ["softplus", "bounded", "sigmoid", "softmax"]
+D = 6  # the heads' input width
 
 
 def head_and_output(name, H=2, L=5, share=None, bias_init="none", lead=(3, 7), seed=0):
+    """A float64 head, its projected inputs dl = W_lambda x (None without a projection) and its output."""
     torch.manual_seed(seed)
-    head = LambdaHead(name, H, L, share_from=share, bias_init=bias_init)
-    dl = torch.randn(*lead, head.n_inputs, dtype=torch.float64)
-    return head, dl, head(dl, torch.zeros(*lead, H, dtype=torch.float64))
+    head = LambdaHead(name, D, H, L, share_from=share, bias_init=bias_init).double()
+    x = torch.randn(*lead, D, dtype=torch.float64)
+    dl = None if head.proj is None else x @ head.proj.weight.T
+    return head, dl, head(x, torch.zeros(*lead, H, dtype=torch.float64))
 
 
 def test_formulas():
     head, dl, lam = head_and_output("softplus", bias_init="decay")
     u = dl.unflatten(-1, (2, 5))
     p = head.param
-    torch.testing.assert_close(lam, F.softplus(p.scale * u + p.bias).double())
+    torch.testing.assert_close(lam, F.softplus(p.scale * u + p.bias))
     head, dl, lam = head_and_output("bounded")
-    torch.testing.assert_close(lam, torch.exp(-head.param.scale.exp() * F.softplus(dl.unflatten(-1, (2, 5)))).double())
+    torch.testing.assert_close(lam, torch.exp(-head.param.scale.exp() * F.softplus(dl.unflatten(-1, (2, 5)))))
     head, dl, lam = head_and_output("sigmoid", bias_init="zero")
     torch.testing.assert_close(lam, torch.sigmoid(dl.unflatten(-1, (2, 5))))
     head, dl, lam = head_and_output("softmax")
@@ -47,14 +50,14 @@ def test_ranges_and_data_dependence(name):
     if name == "constant":
         assert (lam == 1).all() and not list(head.parameters())
     varies = (lam - lam[:1, :1]).abs().amax() > 0
-    assert bool(varies) == (name in DATA_DEPENDENT) == (head.n_inputs > 0)
+    assert bool(varies) == (name in DATA_DEPENDENT) == (head.proj is not None)
 
 
 def test_paper_initialisation():
     """softplus with L = 1 and no bias: lambda = softplus(dl), ln 2 on every level where dl = 0 (the paper's head)."""
-    head = LambdaHead("softplus", 3, 4, share_from=None, bias_init="none")
+    head = LambdaHead("softplus", D, 3, 4, share_from=None, bias_init="none")
     assert head.param.bias is None and (head.param.scale == 1).all()
-    lam = head(torch.zeros(1, 12), torch.zeros(1, 3))
+    lam = head(torch.zeros(1, D), torch.zeros(1, 3))
     torch.testing.assert_close(lam, torch.full((1, 3, 4), math.log(2)))
 
 
@@ -62,8 +65,8 @@ def test_paper_initialisation():
 @pytest.mark.parametrize("bias_init", ["zero", "ones", "decay"])
 def test_bias_initialisations_hit_their_targets(name, bias_init):
     L = 6
-    head = LambdaHead(name, 2, L, share_from=None, bias_init=bias_init)
-    lam = head(torch.zeros(1, head.n_inputs), torch.zeros(1, 2))[0]  # where dl = 0
+    head = LambdaHead(name, D, 2, L, share_from=None, bias_init=bias_init)
+    lam = head(torch.zeros(1, D), torch.zeros(1, 2))[0]  # where dl = 0
     if bias_init == "zero":
         assert (head.param.bias == 0).all()
         return
@@ -84,20 +87,20 @@ def test_bias_initialisations_hit_their_targets(name, bias_init):
 def test_level_sharing_ties_parameters(name, H, L, share, bias_init):
     head, dl, lam = head_and_output(name, H=H, L=L, share=share, bias_init=bias_init, lead=(2, 3))
     distinct = L if share is None else min(L, share + 1)
-    assert head.n_inputs == (H * distinct if name in DATA_DEPENDENT else 0)
-    for p in head.parameters():
+    assert (head.proj.weight.shape if head.proj else None) == ((H * distinct, D) if name in DATA_DEPENDENT else None)
+    for p in head.param.parameters():
         assert p.shape == (H, distinct)
     if distinct < L:
         # every level from `share` on holds the same value (softmax: the tied logits' equal probabilities)
         assert (lam[..., share:] == lam[..., share : share + 1]).all()
         # the deepest level trains the shared slot
-        if list(head.parameters()):
+        if list(head.param.parameters()):
             lam[..., -1].sum().backward()
-            assert any(p.grad[:, share].abs().sum() > 0 for p in head.parameters())
+            assert any(p.grad[:, share].abs().sum() > 0 for p in head.param.parameters())
 
 
 def test_levels_for_cuts_to_the_sequence():
-    head = LambdaHead("softplus", 1, 9, share_from=None, bias_init="none")  # sequences up to 256
+    head = LambdaHead("softplus", D, 1, 9, share_from=None, bias_init="none")  # sequences up to 256
     lam = torch.rand(1, 5, 1, 9)
     assert head.max_len == 256
     assert head.levels_for(lam, 5).shape[-1] == 4 and head.levels_for(lam, 256).shape[-1] == 9
@@ -108,30 +111,30 @@ def test_levels_for_cuts_to_the_sequence():
 @pytest.mark.parametrize("negative_eigenvalues", [False, True])
 @pytest.mark.parametrize("mixer", LOG_LINEAR)
 def test_constant_lambda_equals_base_mixer(tiny, mixer, negative_eigenvalues):
-    """Same state_dict (keys and shapes), same outputs to 1e-12 in float64, parallel and decoding (without
-    the official GDN's lambda scale, which makes the constant lambda sqrt(K))."""
-    torch.manual_seed(0)
-    base = build_model(tiny(mixer=BASE_OF[mixer], negative_eigenvalues=negative_eigenvalues)).double()
-    loglin = build_model(
-        tiny(mixer=mixer, lambda_param="constant", scale_lambda=False, negative_eigenvalues=negative_eigenvalues)
-    ).double()
-    assert base.state_dict().keys() == loglin.state_dict().keys()
-    loglin.load_state_dict(base.state_dict())
+    """Built at the same seed, with constant lambda 1 (and without the official GDN's lambda scale, which
+    makes the constant lambda sqrt(K)), a log-linear model has its base's weights bitwise (same keys,
+    shapes and values) and its outputs to 1e-12 in float64, parallel and decoding."""
+    common = dict(negative_eigenvalues=negative_eigenvalues)
+    base = build_model(tiny(mixer=BASE_OF[mixer], **common), seed=7).double()
+    loglin = build_model(tiny(mixer=mixer, lambda_param="constant", scale_lambda=False, **common), seed=7).double()
+    base_state, loglin_state = base.state_dict(), loglin.state_dict()
+    assert base_state.keys() == loglin_state.keys()
+    for key, value in base_state.items():
+        assert torch.equal(loglin_state[key], value), key
     inputs = torch.randint(0, 32, (2, 29))
     with torch.no_grad():
         torch.testing.assert_close(loglin(inputs), base(inputs), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(decode(loglin, inputs[:, :9]), decode(base, inputs[:, :9]), rtol=1e-12, atol=1e-12)
     assert loglin.param_report().lambda_heads == 0
 
 
 def test_log_linear_mixers_only_add_a_lambda_head(tiny):
-    """The log-linear mixer is its base class plus `lambda_head` (and the head's projection columns)."""
+    """The log-linear mixer is its base class plus `lambda_head`: every parameter of the base has its shape."""
     for mixer in LOG_LINEAR:
         base, loglin = MIXERS[BASE_OF[mixer]], MIXERS[mixer]
         assert issubclass(loglin, base)
         b, ll = base(tiny(mixer=BASE_OF[mixer])), loglin(tiny(mixer=mixer))
         extra = {k: v.shape for k, v in ll.state_dict().items()}
         for key, value in b.state_dict().items():
-            shape = value.shape
-            expected = shape if key != "in_proj.weight" else (shape[0] + ll.lambda_head.n_inputs, shape[1])
-            assert extra.pop(key) == expected, key
-        assert all(k.startswith("lambda_head.") for k in extra)
+            assert extra.pop(key) == value.shape, key
+        assert extra and all(k.startswith("lambda_head.") for k in extra)

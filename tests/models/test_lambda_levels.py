@@ -89,7 +89,7 @@ def _reference_readouts(mixer, x):
     """||S^(l) q_t|| from the operator with a one-hot lambda, on the mixer's own operator inputs (float64)."""
     mixer = mixer.double()
     x = x.double()
-    conv_in, rest, _ = mixer._project(x)
+    conv_in, rest = mixer._project(x)
     inp = mixer.operator_inputs(mixer.conv(conv_in), rest)
     q, k = inp.q, inp.k
     if inp.sign is not None:

@@ -55,9 +55,12 @@ def target_profile(n_heads: int, n_distinct: int) -> torch.Tensor:
 
 
 def set_profile(model) -> None:
-    """lambda independent of the input (the input projections zeroed) with the bias at the target profile."""
+    """lambda independent of the input (the input projections, the lambda head's too, zeroed) with the bias at
+    the target profile."""
     for mixer, head in zip([b.mixer for b in model.blocks], lambda_heads(model), strict=True):
         mixer.in_proj.weight.zero_()
+        if head.proj is not None:
+            head.proj.weight.zero_()
         if head.param.bias is not None:
             head.param.bias.copy_(head.param.inverse(target_profile(*head.param.bias.shape)))
 
@@ -76,7 +79,7 @@ def test_a_hand_set_profile_comes_out_exactly(tmp_path, lambda_param):
     for layer, ((lam,), head) in enumerate(zip(captured, lambda_heads(model), strict=True)):
         expected = lam[0, 0]  # (H, L): the lambda the model uses, the same at every token
         assert (lam == expected).all()
-        formula = head(torch.zeros(1, head.n_inputs), torch.zeros(1, head.n_heads))[0].detach()
+        formula = head(torch.zeros(1, model.cfg.d_model), torch.zeros(1, head.n_heads))[0].detach()
         torch.testing.assert_close(expected, formula, rtol=1e-6, atol=0)
         if lambda_param in ("softplus", "static", "sigmoid", "bounded"):
             torch.testing.assert_close(expected.double(), target_profile(*expected.shape), rtol=1e-5, atol=1e-6)

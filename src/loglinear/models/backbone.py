@@ -11,14 +11,11 @@ import torch
 from torch import Tensor, nn
 
 from loglinear.models.config import ModelConfig
+from loglinear.models.init import init_from_seed
 from loglinear.models.layers import RMSNorm, SwiGLU
 from loglinear.models.mixers import MIXERS
 
 logger = logging.getLogger(__name__)
-
-INIT_STD = 0.02
-"""Linear and embedding weights start as N(0, INIT_STD^2) (GPT-2 / zoology convention)."""
-
 
 class Block(nn.Module):
     """x <- x + mixer(norm(x)), then x <- x + mlp(norm(x)) when the config has an MLP."""
@@ -55,7 +52,7 @@ class DecodeCache:
 class ParamReport:
     """Parameter counts of a LanguageModel (tied weights counted once).
 
-    lambda_heads counts the log-linear heads' own parameters plus their input-projection columns;
+    lambda_heads counts the log-linear heads' parameters, their projections included;
     `mixers` includes them, so `base_mixers` = mixers - lambda_heads is what the base model has.
     """
 
@@ -109,25 +106,20 @@ class LanguageModel(nn.Module):
     Decoding: `cache = model.init_cache(batch_size, max_len)`, then
     `logits_t, cache = model.step(tokens_t, cache)` with tokens_t (B,) and logits_t (B, vocab);
     stepping through a sequence reproduces the parallel logits.
+
+    Every parameter starts from `seed` and its module's qualified name (`init_from_seed`, init.py).
     """
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, seed: int) -> None:
         super().__init__()
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self._init_weights()
+        init_from_seed(self, seed)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embedding.weight
-
-    def _init_weights(self) -> None:
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, std=INIT_STD)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
 
     def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
         h = self.embedding(inputs)
@@ -175,14 +167,18 @@ class LanguageModel(nn.Module):
         )
 
 
-def build_model(cfg: ModelConfig | Mapping[str, Any]) -> LanguageModel:
+def build_model(cfg: ModelConfig | Mapping[str, Any], seed: int | None = None) -> LanguageModel:
     """Validate `cfg` (a ModelConfig, dict or OmegaConf DictConfig) and build its LanguageModel.
 
-    Impossible settings raise a ValueError naming the field. The parameter report
-    (`model.param_report()`) is logged at INFO level.
+    Every initial weight comes from `seed` and its module's name (init.py): two models with the same
+    seed share every parameter they have in common. seed None draws one from torch's global generator
+    (so `torch.manual_seed` still makes a build reproducible). Impossible settings raise a ValueError
+    naming the field. The parameter report (`model.param_report()`) is logged at INFO level.
     """
     cfg = ModelConfig.from_mapping(cfg)
     cfg.validate()
-    model = LanguageModel(cfg)
+    if seed is None:
+        seed = int(torch.randint(2**62, ()).item())
+    model = LanguageModel(cfg, seed)
     logger.info("%s: %s", cfg.mixer, model.param_report())
     return model

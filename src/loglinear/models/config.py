@@ -10,6 +10,26 @@ from loglinear.kernels import IMPLS, num_levels
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
 """Level-bias options of the lambda head (see `lambda_bias_init`)."""
 
+SHARE_FROM_TRAINED = "trained"
+"""The `lambda_share_from_level` of a run config that the run resolves from its training length
+(`share_from_for_training_length`)."""
+
+
+def share_from_for_training_length(train_len: int) -> int:
+    """The level that `lambda_share_from_level: trained` stands for: the deepest level a training sequence of
+    train_len tokens reaches, num_levels(train_len) - 1 (occupied at its last position).
+
+    Levels past it are reached only by longer (test) sequences and would keep their initial lambda; tied to
+    it, they read a lambda that training reaches. Below 2 tokens there is no level >= 1 to tie to.
+    """
+    level = num_levels(train_len) - 1
+    if level < 1:
+        raise ValueError(
+            f"ModelConfig.lambda_share_from_level={SHARE_FROM_TRAINED}: training sequences of {train_len} "
+            "token(s) reach level 0 only, so there is no trained level >= 1 to tie deeper ones to"
+        )
+    return level
+
 
 @dataclass
 class ModelConfig:
@@ -27,6 +47,9 @@ class ModelConfig:
                       parameterisations), "decay" (lambda starts at 2^-level, favouring recent tokens).
     lambda_share_from_level: None, or j >= 1: levels >= j share one lambda (tied parameters), so
                       levels deeper than the training length never go untrained (length generalisation).
+                      A run config may say "trained" (SHARE_FROM_TRAINED): the run resolves it to the
+                      deepest level its longest training sequence reaches (runs/config.py); a
+                      ModelConfig itself holds None or a level.
     max_len:          longest sequence the model serves: the lambda head outputs num_levels(max_len)
                       levels and decoding caches hold max_len positions.
     attention_heads:  heads of attention; None: max(1, d_model // 64) (head dim 64, one head below 128).
@@ -64,7 +87,7 @@ class ModelConfig:
     vocab_size: int = 8192
     lambda_param: str = "softplus"
     lambda_bias_init: str = "none"
-    lambda_share_from_level: int | None = None
+    lambda_share_from_level: int | str | None = None
     max_len: int = 2048
     attention_heads: int | None = None
     deltanet_heads: int | None = None
@@ -123,6 +146,11 @@ class ModelConfig:
                 f"valid: {', '.join(LAMBDA_BIAS_INITS)}"
             )
         share = self.lambda_share_from_level
+        if isinstance(share, str):
+            raise ValueError(
+                f"ModelConfig.lambda_share_from_level={share!r}: a model needs null or a level >= 1 "
+                f"({SHARE_FROM_TRAINED!r} is for run configs, which resolve it from their training length)"
+            )
         if share is not None:
             check_int("ModelConfig.lambda_share_from_level", share, minimum=1)
         valid_impls = ("auto", *IMPLS)

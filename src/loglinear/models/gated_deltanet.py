@@ -27,7 +27,7 @@ def l2_normalise(x: Tensor) -> Tensor:
 class GatedDeltaNet(LinearAttentionMixer):
     """Gated DeltaNet mixer: H heads of key dim K = d_model / H and value dim V = expand * K.
 
-        [q k v | a | b | gate (| dl)] = W_in x;   q, k, v <- silu(shortconv(q, k, v))
+        [q k v | a | b | gate] = W_in x;   q, k, v <- silu(shortconv(q, k, v))
         q = l2norm(q) / sqrt(K),  k = l2norm(k),  beta = sigmoid(b)   (2 sigmoid(b) with negative eigenvalues)
         g = -exp(A_log) * softplus(a + dt_bias)                        log of the decay alpha
         S_t = S_{t-1} alpha_t (I - beta_t k_t k_t^T) + beta_t v_t k_t^T,   o_t = S_t q_t
@@ -35,7 +35,7 @@ class GatedDeltaNet(LinearAttentionMixer):
 
     beta in (0, 2) gives the transition eigenvalue 1 - beta in (-1, 1) along k (Grazzi et al. 2025).
     The projections of fla's layer are fused into one W_in (same function, one matmul), and q, k,
-    v share one depthwise convolution (equal to three). A `lambda_head` adds its columns to W_in.
+    v share one depthwise convolution (equal to three). A `lambda_head` projects x with its own W_lambda.
     """
 
     name, display_name = "gated_deltanet", "Gated DeltaNet"
@@ -50,12 +50,18 @@ class GatedDeltaNet(LinearAttentionMixer):
             lambda_head=lambda_head,
         )
         self.beta_max = 2.0 if cfg.negative_eigenvalues else 1.0
-        self.A_log = nn.Parameter(initial_A_log(H))
-        self.dt_bias = nn.Parameter(initial_dt_bias(H))
+        self.A_log, self.dt_bias = nn.Parameter(torch.empty(H)), nn.Parameter(torch.empty(H))
+        self.init_parameters()
         self.norm = (
             GatedRMSNorm(V, cfg.norm_eps, norm_before_gate=True) if cfg.use_output_gate else RMSNorm(V, cfg.norm_eps)
         )
         self.out_proj = nn.Linear(H * V, cfg.d_model, bias=False)
+
+    def init_parameters(self, generator: torch.Generator | None = None) -> None:
+        """The mixer's own parameters (its submodules have their own): A_log and dt_bias as in Mamba-2."""
+        with torch.no_grad():
+            self.A_log.copy_(initial_A_log(self.n_heads, generator))
+            self.dt_bias.copy_(initial_dt_bias(self.n_heads, generator))
 
     @classmethod
     def num_heads(cls, cfg: ModelConfig) -> int:

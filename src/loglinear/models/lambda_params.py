@@ -1,8 +1,8 @@
 """Lambda parameterisations (`LAMBDA_PARAMS`) and the lambda head of the log-linear mixers.
 
 A log-linear mixer weights Fenwick level l of its state by lambda_t^(l) per head (docs/operator.md).
-The head turns a data-dependent projection dl_t = W_lambda x_t (heads x levels columns,
-fused into the mixer's input projection) into lambda_t through a parameterisation f:
+The head turns a data-dependent projection dl_t = W_lambda x_t (heads x levels outputs, the head's
+own bias-free `proj`) into lambda_t through a parameterisation f:
 
     softplus  lambda = softplus(L_l * dl + b_l)              L init 1, the paper's (b absent by default)
     bounded   lambda = exp(-exp(L_l) * softplus(dl + b_l))   in (0, 1), L init 0 (official code's option)
@@ -13,7 +13,12 @@ fused into the mixer's input projection) into lambda_t through a parameterisatio
 
 L and b have shape (heads, distinct levels) and take no weight decay. The per-level bias b exists
 when `lambda_bias_init` is not "none" (static always has it). With `lambda_share_from_level = j`,
-levels >= j read the parameters and the projection column of level j (tied, not copied).
+levels >= j read the parameters and the projection row of level j (tied, not copied).
+
+The official code (and fla) fuses W_lambda into Mamba-2's input projection as extra columns; a separate
+projection computes the same function (each output of a Linear depends on its own weight row only) and
+leaves the mixer's input projection the shape its base has, so that a seeded initialisation (init.py)
+starts every common parameter of the two equal.
 """
 
 from __future__ import annotations
@@ -42,14 +47,26 @@ class LambdaParam(nn.Module):
 
     Parameters have shape (H, n_distinct); `index` (L,) maps each level to its distinct slot.
     `data_dependent` parameterisations read u (the projected hidden state); the others ignore it.
+    A parameterisation with a level scale L sets `initial_scale`, the value L starts at.
     """
 
     data_dependent: ClassVar[bool] = True
+    initial_scale: ClassVar[float | None] = None
 
     def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
         super().__init__()
-        self.n_heads, self.n_distinct = n_heads, n_distinct
-        self.bias = None if bias_init == "none" else nn.Parameter(self._initial_bias(bias_init))
+        self.n_heads, self.n_distinct, self.bias_init = n_heads, n_distinct, bias_init
+        self.scale = None if self.initial_scale is None else nn.Parameter(torch.empty(n_heads, n_distinct))
+        self.bias = None if bias_init == "none" else nn.Parameter(torch.empty(n_heads, n_distinct))
+        self.init_parameters()
+
+    def init_parameters(self, generator: torch.Generator | None = None) -> None:
+        """L = `initial_scale`, b as `bias_init` says (draws nothing)."""
+        with torch.no_grad():
+            if self.scale is not None:
+                self.scale.fill_(self.initial_scale)
+            if self.bias is not None:
+                self.bias.copy_(self._initial_bias(self.bias_init))
 
     def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
         raise NotImplementedError
@@ -73,9 +90,7 @@ class LambdaParam(nn.Module):
 class SoftplusLambda(LambdaParam):
     """lambda = softplus(L_l * dl + b_l) >= 0, L initialised to 1 (the paper's and fla's; b absent there)."""
 
-    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
-        super().__init__(n_heads, n_distinct, bias_init)
-        self.scale = nn.Parameter(torch.ones(n_heads, n_distinct))
+    initial_scale = 1.0
 
     def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
         assert u is not None
@@ -89,9 +104,7 @@ class SoftplusLambda(LambdaParam):
 class BoundedLambda(LambdaParam):
     """lambda = exp(-exp(L_l) * softplus(dl + b_l)) in (0, 1), L initialised to 0 (the official code's bounded form)."""
 
-    def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
-        super().__init__(n_heads, n_distinct, bias_init)
-        self.scale = nn.Parameter(torch.zeros(n_heads, n_distinct))
+    initial_scale = 0.0
 
     def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
         assert u is not None
@@ -162,15 +175,15 @@ class ConstantLambda(LambdaParam):
 
 
 class LambdaHead(nn.Module):
-    """Level weights lambda (..., H, L) of a log-linear mixer from its projected inputs dl (..., n_inputs).
+    """Level weights lambda (..., H, L) of a log-linear mixer from its input x (..., d_model).
 
     n_levels = num_levels(max_len); with share_from = j, levels >= j share slot j, so the head has
-    n_distinct = min(n_levels, j + 1) slots and reads n_inputs = H * n_distinct projected features
-    (0 for parameterisations that are not data-dependent).
+    n_distinct = min(n_levels, j + 1) slots. A data-dependent parameterisation reads
+    dl = proj(x), H * n_distinct features from a bias-free Linear (None for the others).
     """
 
     def __init__(
-        self, lambda_param: str, n_heads: int, n_levels: int, *, share_from: int | None, bias_init: str
+        self, lambda_param: str, d_model: int, n_heads: int, n_levels: int, *, share_from: int | None, bias_init: str
     ) -> None:
         super().__init__()
         self.n_heads, self.n_levels = n_heads, n_levels
@@ -178,12 +191,12 @@ class LambdaHead(nn.Module):
         self.register_buffer("index", torch.arange(n_levels).clamp(max=n_distinct - 1), persistent=False)
         self.register_buffer("slots", torch.arange(n_distinct), persistent=False)
         self.param = LAMBDA_PARAMS[lambda_param](n_heads, n_distinct, bias_init)
-        self.n_inputs = n_heads * n_distinct if self.param.data_dependent else 0
+        self.proj = nn.Linear(d_model, n_heads * n_distinct, bias=False) if self.param.data_dependent else None
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, n_heads: int) -> LambdaHead:
         return cls(
-            cfg.lambda_param, n_heads, cfg.lambda_levels,
+            cfg.lambda_param, cfg.d_model, n_heads, cfg.lambda_levels,
             share_from=cfg.lambda_share_from_level, bias_init=cfg.lambda_bias_init,
         )
 
@@ -192,9 +205,9 @@ class LambdaHead(nn.Module):
         """Longest sequence whose levels the head covers: 2^(n_levels - 1)."""
         return 1 << (self.n_levels - 1)
 
-    def forward(self, dl: Tensor, like: Tensor) -> Tensor:
-        """dl (..., n_inputs) and like (..., H) (any tensor with the lead shape, dtype and device) -> (..., H, L)."""
-        u = dl.unflatten(-1, (self.n_heads, -1)) if self.param.data_dependent else None
+    def forward(self, x: Tensor, like: Tensor) -> Tensor:
+        """x (..., d_model) and like (..., H) (any tensor with the lead shape, dtype and device) -> (..., H, L)."""
+        u = None if self.proj is None else self.proj(x).unflatten(-1, (self.n_heads, -1))
         # each distinct slot once, then copied to its tied levels: tied levels are bitwise equal (a vectorised
         # softplus may round the same input differently in different SIMD lanes)
         lam = self.param(u, self.slots)[..., self.index]
@@ -209,11 +222,3 @@ class LambdaHead(nn.Module):
                 f"(sequences up to {self.max_len}); build it with a larger ModelConfig.max_len"
             )
         return lam[..., :needed]
-
-
-def lambda_parameter_count(head: LambdaHead | None, d_model: int) -> int:
-    """Parameters the lambda head adds to its base mixer: its own plus its projection columns (n_inputs x d_model)."""
-    if head is None:
-        return 0
-    return sum(p.numel() for p in head.parameters()) + head.n_inputs * d_model
-

@@ -19,7 +19,13 @@ class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-5) -> None:
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = nn.Parameter(torch.empty(dim))
+        self.init_parameters()
+
+    def init_parameters(self, generator: torch.Generator | None = None) -> None:
+        """w = 1 (draws nothing)."""
+        with torch.no_grad():
+            self.weight.fill_(1.0)
 
     def forward(self, x: Tensor) -> Tensor:
         return _rms_normalise(x, self.eps) * self.weight
@@ -83,9 +89,16 @@ class ShortConv(nn.Module):
     def __init__(self, channels: int, kernel_size: int, *, bias: bool) -> None:
         super().__init__()
         self.kernel_size = kernel_size
-        bound = kernel_size**-0.5
-        self.weight = nn.Parameter(torch.empty(channels, kernel_size).uniform_(-bound, bound))
-        self.bias = nn.Parameter(torch.empty(channels).uniform_(-bound, bound)) if bias else None
+        self.weight = nn.Parameter(torch.empty(channels, kernel_size))
+        self.bias = nn.Parameter(torch.empty(channels)) if bias else None
+        self.init_parameters()
+
+    def init_parameters(self, generator: torch.Generator | None = None) -> None:
+        bound = self.kernel_size**-0.5
+        with torch.no_grad():
+            for p in (self.weight, self.bias):
+                if p is not None:
+                    p.uniform_(-bound, bound, generator=generator)
 
     def _activate(self, y: Tensor) -> Tensor:
         return F.silu(y if self.bias is None else y + self.bias)

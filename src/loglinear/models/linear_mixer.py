@@ -1,9 +1,9 @@
 """The skeleton shared by Mamba-2 and Gated DeltaNet (and so by their log-linear variants).
 
-    [conv_in | rest... | dl] = W_in x            one fused input projection; dl feeds the lambda head
+    [conv_in | rest...] = W_in x                 one fused input projection
     conv_out = silu(shortconv(conv_in))
     q, k, v, g, beta, sign = operator_inputs(conv_out, rest)        the mixer's own gating
-    lam = lambda_head(dl)                        None for a base mixer (a single state)
+    lam = lambda_head(x)                         its own projection of x; None for a base mixer (a single state)
     o = log_linear_attn(q * S, k * S, v, g, lam, beta)               S: sign prefix of a signed decay
     y = output(o, conv_out, rest)                the mixer's skip, norm and output projection
 
@@ -60,7 +60,8 @@ class LinearAttentionMixer(Mixer):
     """Base of the mixers that run through the log-linear operator; subclasses define the gating.
 
     Subclasses pass their widths to `__init__` and implement `operator_inputs` and `output`; a
-    `lambda_head` (None for the base mixers) adds its n_inputs columns to the input projection.
+    `lambda_head` (None for the base mixers) reads x through its own projection, so the input
+    projection has the same shape with and without it.
     """
 
     transitions = True
@@ -74,7 +75,7 @@ class LinearAttentionMixer(Mixer):
         self.signed_decay = signed_decay
         self.impl, self.chunk_size = cfg.impl, cfg.chunk_size
         self.lambda_head = lambda_head
-        self.widths = [conv_width, *rest_widths, 0 if lambda_head is None else lambda_head.n_inputs]
+        self.widths = [conv_width, *rest_widths]
         self.in_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
         self.conv = ShortConv(conv_width, cfg.conv_size, bias=conv_bias)
 
@@ -84,12 +85,12 @@ class LinearAttentionMixer(Mixer):
     def output(self, o: Tensor, conv_out: Tensor, rest: list[Tensor]) -> Tensor:
         raise NotImplementedError
 
-    def _project(self, x: Tensor) -> tuple[Tensor, list[Tensor], Tensor]:
-        conv_in, *rest, dl = self.in_proj(x).split(self.widths, dim=-1)
-        return conv_in, rest, dl
+    def _project(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:
+        conv_in, *rest = self.in_proj(x).split(self.widths, dim=-1)
+        return conv_in, rest
 
     def forward(self, x: Tensor) -> Tensor:
-        conv_in, rest, dl = self._project(x)
+        conv_in, rest = self._project(x)
         conv_out = self.conv(conv_in)
         inp = self.operator_inputs(conv_out, rest)
         q, k = inp.q, inp.k
@@ -97,7 +98,7 @@ class LinearAttentionMixer(Mixer):
             q, k, _ = apply_sign_prefix(q, k, inp.sign)
         lam = None
         if self.lambda_head is not None:
-            lam = self.lambda_head.levels_for(self.lambda_head(dl, inp.g), x.shape[1])
+            lam = self.lambda_head.levels_for(self.lambda_head(x, inp.g), x.shape[1])
         # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
         # operator's value checks (a pass over every input and a host sync per call) stay off here
         with value_checks(False):
@@ -133,13 +134,13 @@ class LinearAttentionMixer(Mixer):
         return RecurrentCache(self.conv.init_state(batch_size, device=device, dtype=dtype), state, sign)
 
     def step(self, x_t: Tensor, cache: RecurrentCache) -> tuple[Tensor, RecurrentCache]:
-        conv_in, rest, dl = self._project(x_t)
+        conv_in, rest = self._project(x_t)
         conv_out, conv_state = self.conv.step(conv_in, cache.conv)
         inp = self.operator_inputs(conv_out, rest)
         q, k, sign = inp.q, inp.k, cache.sign
         if inp.sign is not None:
             q, k, sign = apply_sign_prefix(q[:, None], k[:, None], inp.sign[:, None], cache.sign)
             q, k = q[:, 0], k[:, 0]
-        lam = None if self.lambda_head is None else self.lambda_head(dl, inp.g)
+        lam = None if self.lambda_head is None else self.lambda_head(x_t, inp.g)
         o, state = log_linear_attn_step(q, k, inp.v, inp.g, lam, inp.beta, cache.state)
         return self.output(o, conv_out, rest), RecurrentCache(conv_state, state, sign)

@@ -2,10 +2,11 @@
 
 Guo et al. 2026, section "Log-Linear Variants of Mamba-2 and Gated DeltaNet".
 
-Each is its base class built with a `LambdaHead` (lambda_params.py): the head's heads x levels
-columns join the base's fused input projection and its level weights replace the base's single
-state (lam=None) in the operator call. With lambda_param="constant" the head has no parameters
-and the mixer computes exactly its base (same state_dict keys and shapes).
+Each is its base class built with a `LambdaHead` (lambda_params.py): the head projects the mixer's
+input with its own heads x levels projection (the official code fuses it into the input projection:
+the same function) and its level weights replace the base's single state (lam=None) in the operator
+call. With lambda_param="constant" the head has no parameters and the mixer computes exactly its base
+(same state_dict keys and shapes; at the same seed the same values, init.py).
 
 Log-linear Gated DeltaNet follows the official code in one more point (`ModelConfig.scale_lambda`,
 on by default): its lambda is divided by the q scale K^-0.5, i.e. multiplied by sqrt(K). Its
@@ -60,5 +61,5 @@ class ScaledLambdaHead(LambdaHead):
 
     scale: float = 1.0
 
-    def forward(self, dl: Tensor, like: Tensor) -> Tensor:
-        return super().forward(dl, like) * self.scale
+    def forward(self, x: Tensor, like: Tensor) -> Tensor:
+        return super().forward(x, like) * self.scale

@@ -23,28 +23,28 @@ A_RANGE = (1.0, 16.0)
 """Initial decay rates A = exp(A_log) are uniform in this range (Mamba-2 convention)."""
 
 
-def initial_dt_bias(n_heads: int) -> Tensor:
+def initial_dt_bias(n_heads: int, generator: torch.Generator | None = None) -> Tensor:
     """dt_bias = softplus^-1(dt) with dt log-uniform in DT_RANGE, so that softplus(0 + dt_bias) = dt at start."""
     lo, hi = (math.log(x) for x in DT_RANGE)
-    dt = torch.exp(torch.rand(n_heads) * (hi - lo) + lo).clamp_min(1e-4)
+    dt = torch.exp(torch.rand(n_heads, generator=generator) * (hi - lo) + lo).clamp_min(1e-4)
     return inverse_softplus(dt)
 
 
-def initial_A_log(n_heads: int) -> Tensor:
-    return torch.empty(n_heads).uniform_(*A_RANGE).log()
+def initial_A_log(n_heads: int, generator: torch.Generator | None = None) -> Tensor:
+    return torch.empty(n_heads).uniform_(*A_RANGE, generator=generator).log()
 
 
 class Mamba2(LinearAttentionMixer):
     """Mamba-2 mixer with d_inner = expand * d_model, H = d_inner / head_dim heads, state dim N.
 
-        [x B C | z | dt (| dl)] = W_in u;   x, B, C <- silu(shortconv(x, B, C))
+        [x B C | z | dt] = W_in u;   x, B, C <- silu(shortconv(x, B, C))
         dt = softplus(dt + dt_bias);  A = -exp(A_log);  decay alpha = exp(dt * A)
         h_t = alpha_t h_{t-1} + (dt_t x_t) B_t^T,   y_t = h_t C_t + D x_t   (per head; B, C shared by heads)
         out = W_out rmsnorm(y * silu(z))
 
     The recurrence is the operator with q = C, k = B, v = x * dt, g = dt * A (docs/operator.md). With
     `negative_eigenvalues` the decay is the signed alpha = 2 exp(dt * A) - 1 in (-1, 1] (see
-    signed_decay.py). A `lambda_head` (log_linear_mamba2) adds its columns to W_in.
+    signed_decay.py). A `lambda_head` (log_linear_mamba2) computes dl from u with a projection of its own.
     """
 
     name, display_name = "mamba2", "Mamba-2"
@@ -56,11 +56,17 @@ class Mamba2(LinearAttentionMixer):
             rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
             lambda_head=lambda_head,
         )
-        self.dt_bias = nn.Parameter(initial_dt_bias(H))
-        self.A_log = nn.Parameter(initial_A_log(H))
-        self.D = nn.Parameter(torch.ones(H))
+        self.dt_bias, self.A_log, self.D = (nn.Parameter(torch.empty(H)) for _ in range(3))
+        self.init_parameters()
         self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_before_gate=False)
         self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
+
+    def init_parameters(self, generator: torch.Generator | None = None) -> None:
+        """The mixer's own parameters (its submodules have their own): dt_bias, A_log as in Mamba-2, D = 1."""
+        with torch.no_grad():
+            self.dt_bias.copy_(initial_dt_bias(self.n_heads, generator))
+            self.A_log.copy_(initial_A_log(self.n_heads, generator))
+            self.D.fill_(1.0)
 
     @classmethod
     def num_heads(cls, cfg: ModelConfig) -> int:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from loglinear.models.lambda_params import LambdaHead, lambda_parameter_count
+from loglinear.models.lambda_params import LambdaHead
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -61,5 +61,5 @@ class Mixer(nn.Module):
         raise NotImplementedError
 
     def lambda_parameter_count(self) -> int:
-        """Parameters of the lambda head, projection columns included (0 for a base mixer)."""
-        return lambda_parameter_count(self.lambda_head, self.d_model)
+        """Parameters of the lambda head, its projection included (0 for a base mixer)."""
+        return 0 if self.lambda_head is None else sum(p.numel() for p in self.lambda_head.parameters())

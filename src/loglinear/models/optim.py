@@ -14,7 +14,7 @@ def no_weight_decay(model: nn.Module) -> set[int]:
       A_log, dt_bias and D (Mamba-2 / Gated DeltaNet convention);
     - embedding tables (and so a tied LM head);
     - every parameter of a lambda parameterisation (the level scales L and biases b, as in the
-      peers; the lambda projection columns inside the input projection do take decay).
+      peers; the lambda head's projection, a weight matrix, does take decay).
     """
     ids = {id(p) for p in model.parameters() if p.dim() < 2}
     for module in model.modules():

@@ -26,7 +26,7 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.checks import check_int
-from loglinear.models.config import ModelConfig
+from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
 from loglinear.synthetics import DataConfig
 from loglinear.synthetics.config import as_data_config, evaluation_sets, training_set, validation_sets
 
@@ -50,7 +50,8 @@ early-stopping threshold, and the report's "runs above" threshold."""
 class TrainConfig:
     """How a run trains (the `train.` keys of `loglinear train`).
 
-    seed:            seeds model initialisation; the data has its own `data.seed`.
+    seed:            every initial weight, each module from its own generator keyed by (seed, module name)
+                     (models/init.py); the data has its own `data.seed`.
     lr:              peak AdamW learning rate, reached after `warmup_steps`, then a cosine decay to
                      `lr * min_lr_ratio` at `max_steps`.
     weight_decay:    AdamW decay of the weight matrices (none on norms, biases, embeddings, A_log,
@@ -130,7 +131,8 @@ class RunConfig:
     """One run: `data` (task, arguments, seed), `model`, `train`, `logger`, and `out_dir`, its directory.
 
     `model.vocab_size` and `model.max_len` follow the data (the task's vocabulary, the longest
-    sequence of any set) unless given.
+    sequence of any set) unless given; `model.lambda_share_from_level: trained` becomes the deepest
+    level the longest training sequence reaches.
     """
 
     out_dir: str = MISSING
@@ -196,7 +198,8 @@ def user_config(preset: str | Path | None, overrides: Sequence[str] = (), base: 
 
 
 def resolve(user: DictConfig) -> RunConfig:
-    """Check `user` against `RunConfig`, fill the data-derived model keys, and build the typed config."""
+    """Check `user` against `RunConfig`, fill the data-derived model keys (vocab_size, max_len, a
+    lambda_share_from_level of "trained"), and build the typed config."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), user)
         if OmegaConf.is_missing(merged, "out_dir"):
@@ -209,14 +212,18 @@ def resolve(user: DictConfig) -> RunConfig:
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data.{str(e).splitlines()[0]}") from None
         try:
-            sets = [training_set(data), *validation_sets(data), *evaluation_sets(data)]
+            train_set = training_set(data)
+            sets = [train_set, *validation_sets(data), *evaluation_sets(data)]
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data ({data.task}): {str(e).splitlines()[0]}") from None
         model_keys = user.get("model") or {}
         if "vocab_size" not in model_keys:
-            merged.model.vocab_size = sets[0].tasks[0].vocab_size
+            merged.model.vocab_size = train_set.tasks[0].vocab_size
         if "max_len" not in model_keys:
             merged.model.max_len = max(task.seq_len for s in sets for task in s.tasks)
+        if merged.model.lambda_share_from_level == SHARE_FROM_TRAINED:
+            train_len = max(task.seq_len for task in train_set.tasks)
+            merged.model.lambda_share_from_level = share_from_for_training_length(train_len)
         cfg: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
     except OmegaConfBaseException as e:
         raise ConfigError(_one_line(e)) from None

@@ -44,12 +44,12 @@ class MetricSums:
 
 
 class LitLanguageModel(L.LightningModule):
-    """Trains a `build_model(model_cfg)` language model on scored positions only."""
+    """Trains a `build_model(model_cfg, seed=train_cfg.seed)` language model on scored positions only."""
 
     def __init__(self, model_cfg: ModelConfig, train_cfg: TrainConfig, set_names: dict[str, list[str]] | None = None):
         super().__init__()
         self.model_cfg, self.train_cfg = model_cfg, train_cfg
-        self.model = build_model(model_cfg)
+        self.model = build_model(model_cfg, seed=train_cfg.seed)
         self.set_names = set_names or {}  # stage -> names of its evaluation sets (the `eval_set` slice)
         self.diverged = False
         self._sums: dict[str, MetricSums] = {}  # "" (all examples), "/num_kv_pairs=8", "/set=<name>", ...
