@@ -8,7 +8,7 @@ from hypothesis import settings
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-# CI must be reproducible: the same examples every run, no wall-clock deadlines on a shared 2-core box.
+# CI must be reproducible: the same examples every run, no wall-clock deadlines on a slow or shared machine.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
 settings.register_profile("dev", deadline=None, print_blob=True)
 settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -18,6 +18,8 @@ from torch.overrides import TorchFunctionMode
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+CONFIGS = ROOT / "configs"
+RESULTS = ROOT / "results"
 PAGES = sorted(DOCS.glob("*.md"))
 
 
@@ -195,6 +197,25 @@ def test_train_exit_statuses_are_the_ones_the_code_returns():
     assert documented == said == [0, 1, 2, Interrupted(signal.SIGINT).exit_code, Interrupted(signal.SIGTERM).exit_code]
 
 
+# --- sweeps.md and reports.md ---------------------------------------------------------------------
+
+
+def test_the_shipped_sweeps_are_the_spec_files_with_their_run_counts():
+    from loglinear.sweeps.spec import load_spec, points
+
+    rows = table_with(sections(page("sweeps.md"))["Specs"], "spec")
+    documented = {code(row[0]): int(row[1]) for row in rows}
+    shipped = {p.stem: sum(1 for _ in points(load_spec(p))) for p in (CONFIGS / "sweeps").glob("*.yaml")}
+    assert documented == shipped
+
+
+def test_the_plots_are_the_ones_the_report_draws():
+    from loglinear.reports.plots import PLOTS
+
+    rows = table_with(sections(page("reports.md"))["Plots"], "plot")
+    assert [code(row[0]) for row in rows] == list(PLOTS)
+
+
 # --- operator.md ----------------------------------------------------------------------------------
 
 
@@ -266,29 +287,65 @@ def test_host_reads_of_the_chunk_path():
 # --- links ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [ROOT / "README.md", *PAGES], ids=lambda p: str(p.relative_to(ROOT)))
-def test_relative_links_point_to_files(path):
+def anchors(text: str) -> set[str]:
+    """GitHub's anchors of the headings in `text`: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#+ (.*)$", re.sub(r"```.*?```", "", text, flags=re.S), flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+LINKED_PAGES = [ROOT / "README.md", *PAGES, RESULTS / "README.md"]
+
+
+@pytest.mark.parametrize("path", LINKED_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_point_to_files_and_headings(path):
     for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+        if re.match(r"[a-z]+:", target):
             continue
-        assert (path.parent / target.split("#")[0]).exists(), f"{path.name} links to missing {target}"
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file) if file else path
+        assert linked.exists(), f"{path.name} links to missing {target}"
+        if anchor:
+            assert anchor in anchors(linked.read_text()), f"{path.name} links to a missing heading: {target}"
 
 
 def test_the_index_lists_every_page_and_the_readme_links_it_at_the_top():
     linked = set(re.findall(r"\]\(([^)]+\.md)\)", page("README.md")))
-    assert linked >= {p.name for p in PAGES if p.name != "README.md"}
+    assert linked >= {p.name for p in PAGES if p.name != "README.md"} | {"../results/README.md"}
     top = (ROOT / "README.md").read_text().split("\n## ")[0]
-    assert "(docs/README.md)" in top
+    assert "(docs/README.md)" in top and "(results/README.md)" in top
 
 
-def test_the_readme_lists_every_train_and_logger_key():
+def test_the_readme_is_short_and_keeps_its_sections():
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.split()) <= 2000
+    assert list(sections(readme)) == ["loglinear", "Quick start", "The operator: `loglinear.kernels`", "Commands",
+                                      "Layout", "How to cite"]
+    for cited in ("https://arxiv.org/abs/2506.04761", "(CITATION.cff)", "(LICENSE)"):
+        assert cited in readme
+
+
+def test_every_committed_result_is_described_and_linked():
+    text = (RESULTS / "README.md").read_text()
+    folders = {p.name for p in RESULTS.iterdir() if p.is_dir()}
+    linked = {target.split("/")[0] for target in re.findall(r"\]\(([^)\s]+)\)", text) if "/" in target}
+    assert folders <= linked
+    for folder in folders:
+        assert f"configs/sweeps/{folder}.yaml" in text, f"the command that recreates results/{folder}"
+
+
+def test_the_runs_page_lists_every_train_and_logger_key():
     from loglinear.runs.config import LoggerConfig, TrainConfig
 
-    readme = (ROOT / "README.md").read_text()
+    text = sections(page("runs.md"))["Training one run"]
     for group, cls in (("train", TrainConfig), ("logger", LoggerConfig)):
-        match = re.search(rf"`{group}`\s+\(`{cls.__name__}`, `[^`]+`: (.*?)\)", readme, re.S)
-        assert match, f"the README's list of {group} keys"
+        match = re.search(rf"`{group}`\s+\(`{cls.__name__}`, `[^`]+`: (.*?)\)", text, re.S)
+        assert match, f"the runs page's list of {group} keys"
         assert code_spans(match.group(1)) == list(config_keys(cls)), group
+
+
+def test_the_presets_are_the_preset_files():
+    rows = table_with(sections(page("runs.md"))["Training one run"], "preset")
+    assert sorted(code(row[0]) for row in rows) == sorted(f"configs/{p.name}" for p in CONFIGS.glob("*.yaml"))
 
 
 PACKAGE = ROOT / "src" / "loglinear"

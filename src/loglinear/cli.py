@@ -122,8 +122,8 @@ def sweep_parser() -> argparse.ArgumentParser:
                            help="runs at a time, dealt round-robin over the visible GPUs (default: --runs-per-gpu "
                                 "on a GPU machine, else one per CPU core); with submitit: the array's parallelism")
     at_a_time.add_argument("--runs-per-gpu", type=int_option(1), metavar="K",
-                           help=f"local launcher, GPU machines: K runs share each visible GPU (default "
-                                f"{DEFAULT_RUNS_PER_GPU}, until benchmarks/sweep_throughput.py measures a better K)")
+                           help=f"local launcher, GPU machines: K runs share each visible GPU "
+                                f"(default {DEFAULT_RUNS_PER_GPU})")
     run.add_argument("--dry-run", action="store_true", help="list the runs and their status; run nothing")
     run.add_argument("--launcher", choices=("local", "submitit"), default="local",
                      help="local processes (default), or a Slurm job array through submitit")

@@ -2,7 +2,7 @@
 
 Triton's interpreter runs the kernels on CPU tensors but never compiles them, so a kernel that only a
 GPU build rejects (a dot shape, a type its lowering refuses, a constexpr branch the interpreter never
-types) would first fail on a user's GPU. Two steps close that gap without one:
+types) would first fail on a GPU. Two steps close that gap without one:
 
 1. `recorded_launches()`: run the operator inside it (in the interpreter) and it records every kernel
    launch: the kernel, each runtime argument's Triton type (a tensor's dtype, a scalar's width), the

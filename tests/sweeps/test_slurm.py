@@ -25,7 +25,7 @@ from .sweep_helpers import sweep_cli, write_spec
 pytestmark = pytest.mark.slurm
 
 SLURM = ["--launcher", "submitit", "--executor", f"slurm_partition={PARTITION}"]
-"""What the README's Slurm command gives: only the partition."""
+"""What the Slurm command of docs/sweeps.md gives: only the partition."""
 
 
 def submission_script(out: Path) -> str:
@@ -53,7 +53,7 @@ def test_partition_defaults_fit_the_cpu_partition(slurm_cluster):
 
 
 def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
-    """The README's command; Ctrl-C stops following (the tasks go on), and the same command again
+    """The command of docs/sweeps.md; Ctrl-C stops following (the tasks go on), and the same command again
     follows the queued tasks instead of submitting them twice."""
     # runs long enough (about 20 s each) that the sweep is still following them when Ctrl-C arrives
     long_enough = {"train.max_steps": 1500, "train.val_every": 500, "train.early_stop_threshold": None}
