@@ -2,7 +2,10 @@
 package finds the presets."""
 
 import re
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,3 +30,17 @@ def test_the_presets_ship_inside_the_package():
 
     assert CONFIGS_DIR.resolve() == (ROOT / "configs").resolve()
     assert (CONFIGS_DIR / "mqar_cpu.yaml").is_file()
+
+
+def test_no_tracked_text_names_an_issue_number():
+    """The repository speaks of the project, not of its tracker: no issue numbers in its text."""
+
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split()
+    if not tracked:
+        pytest.skip("not a git checkout")
+    pattern = re.compile(r"\b[Ii]ssues? #?\d")
+    texts = [name for name in tracked if name.endswith((".md", ".py", ".yaml", ".toml", ".cff"))]
+    found = [f"{name}:{i}" for name in texts
+             for i, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1)
+             if pattern.search(line)]
+    assert not found, found
