@@ -332,6 +332,14 @@ def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable],
     return cells
 
 
+def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
+    """What a two-stage sweep confirms: the varied values of each cell's runs at the learning rate chosen on the
+    selection runs alone (confirmation runs, whatever their results, take no part), seeds included."""
+    choosing = [r for r in sweep.records if r.stage != CONFIRMATION]
+    cells = selected_cells(choosing, lambda r: (r.row, r.d_model))
+    return [cell.runs[0].point for cell in cells.values() if cell.lr is not None and cell.runs]
+
+
 def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:
     """Test accuracy per slice value, e.g. prefix `test/acc/num_kv_pairs=`: {4: [...], 8: [...]} over `records`."""
     values: dict[int, list[float]] = {}
