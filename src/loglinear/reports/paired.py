@@ -36,6 +36,7 @@ from loglinear.reports.results import (
     mixer_rank,
 )
 from loglinear.reports.statistics import ALPHA, Event, Interval, holm, logrank, mcnemar_exact, t_interval
+from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import Primary
 
 COLUMNS = (
@@ -163,7 +164,7 @@ class TestResult:
 
 def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> list[TestResult]:
     """Every test of every comparison, Holm-adjusted together; the primary one marked. A declared primary
-    that matches no test, or several, is a ValueError naming the comparisons there are."""
+    that matches no test, or several, is a ConfigError naming the comparisons there are."""
     results = [TestResult(p, test, value) for p in pairings for test, value in p.tests().items()]
     for result, adjusted in zip(results, holm([r.p for r in results]), strict=True):
         result.adjusted = adjusted
@@ -172,7 +173,7 @@ def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> list[Te
         if len(chosen) != 1:
             there = "; ".join(sorted({f"{r.pairing.mixer} vs {r.pairing.baseline} at cell {r.pairing.cell!r}"
                                       for r in results}))
-            raise ValueError(f"report.primary {primary} matches {len(chosen)} tests (there are: {there or 'none'})")
+            raise ConfigError(f"report.primary {primary} matches {len(chosen)} tests (there are: {there or 'none'})")
         chosen[0].primary = True
     return results
 
