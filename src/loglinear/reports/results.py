@@ -24,7 +24,7 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS, SOLVED
+from loglinear.runs.config import GROUPS
 from loglinear.runs.folder import FINISHED, result_of
 from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.sweeps.manifest import read_manifest
@@ -34,7 +34,6 @@ MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param",
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
-THRESHOLD = SOLVED
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
