@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -125,12 +126,19 @@ class Record:
         """When validation accuracy first rose strictly above `threshold` (steps trained: Lightning logs a
         validation after n steps at step n - 1), else censored at the step the run ended; None for a run
         that did not finish or has no metrics.csv."""
-        if self.status not in FINISHED or self.directory is None or not (self.directory / METRICS).is_file():
+        curve = self.validation_curve
+        if self.status not in FINISHED or curve is None:
             return None
-        for row in read_rows(self.directory / METRICS):
-            if "val/acc" in row and float(row["val/acc"]) > threshold:
-                return Event(int(row["step"]) + 1, True)
-        return Event(int(self.result.get("step") or 0), False)
+        return next((Event(steps, True) for steps, acc in curve if acc > threshold),
+                    Event(int(self.result.get("step") or 0), False))
+
+    @cached_property
+    def validation_curve(self) -> list[tuple[int, float]] | None:
+        """[(steps trained, val/acc)] from metrics.csv (read once), None without one."""
+        if self.directory is None or not (self.directory / METRICS).is_file():
+            return None
+        return [(int(row["step"]) + 1, float(row["val/acc"])) for row in read_rows(self.directory / METRICS)
+                if "val/acc" in row]
 
     @property
     def seed(self) -> tuple[Any, ...]:
