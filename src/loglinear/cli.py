@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from loglinear.checks import int_option
 from loglinear.reports.lambda_inspect import PROBE_SEQUENCES
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU
+from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, SweepOutcome
 
 if TYPE_CHECKING:
     from loglinear.sweeps.spec import Run, SweepSpec
@@ -76,9 +76,10 @@ def _fail(message: str, code: int) -> int:
 
 
 SWEEP_HELP = """\
-Grids of `loglinear train` runs. A spec (YAML: name, base, grid, zip; shipped ones in configs/sweeps/)
-expands into runs with stable ids; each run lives in OUT/runs/<run_id> (OUT defaults to
-sweeps_out/<name>). Rerunning a sweep skips finished runs and resumes interrupted ones.
+Grids of `loglinear train` runs. A spec (YAML: name, base, grid, zip, report, protocol; shipped ones in
+configs/sweeps/) expands into runs with stable ids; each run lives in OUT/runs/<run_id> (OUT defaults to
+sweeps_out/<name>). Rerunning a sweep skips finished runs and resumes interrupted ones. With a two-stage
+protocol, `run` runs the selection seeds, selects each cell's learning rate, then runs the confirmation seeds.
 
   loglinear sweep run configs/sweeps/demo_cpu.yaml             # run locally, then print the table
   loglinear sweep run SPEC --dry-run                           # list the runs
@@ -153,7 +154,6 @@ def sweep_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from loglinear.runs.folder import FINISHED
     from loglinear.sweeps.manifest import default_out, write_manifest
-    from loglinear.sweeps.progress import Progress
     from loglinear.sweeps.spec import expand, load_spec
 
     if args.runs_per_gpu is not None and args.launcher != "local":
@@ -164,17 +164,13 @@ def _run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _print_plan(spec, runs, out)
         return 0
-    from loglinear.sweeps.runner import exclusive_sweep, run_local
+    from loglinear.sweeps.runner import exclusive_sweep
 
-    progress = Progress(spec.name, enabled=not args.quiet)
     with exclusive_sweep(out):
         write_manifest(out, spec, runs)
-        if args.launcher == "submitit":
-            from loglinear.sweeps.launchers import parse_executor_args, submit_array
-
-            outcome = submit_array(runs, out, spec.name, args.workers, parse_executor_args(args.executor), progress)
-        else:
-            outcome = run_local(runs, out, args.workers, progress, runs_per_gpu=args.runs_per_gpu)
+        outcome = _launch(args, spec.name, runs, out)
+        if spec.protocol is not None and not outcome.interrupted:
+            runs, outcome = _confirm(args, spec, runs, out, outcome)
     unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
     if outcome.interrupted:
         if args.launcher == "local":
@@ -187,6 +183,33 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 1
     return 0
+
+
+def _launch(args: argparse.Namespace, name: str, runs: list[Run], out: Path) -> SweepOutcome:
+    """Run `runs` (skipping finished ones) with the launcher `args` asks for."""
+    from loglinear.sweeps.progress import Progress
+    from loglinear.sweeps.runner import run_local
+
+    progress = Progress(name, enabled=not args.quiet)
+    if args.launcher == "submitit":
+        from loglinear.sweeps.launchers import parse_executor_args, submit_array
+
+        return submit_array(runs, out, name, args.workers, parse_executor_args(args.executor), progress)
+    return run_local(runs, out, args.workers, progress, runs_per_gpu=args.runs_per_gpu)
+
+
+def _confirm(args: argparse.Namespace, spec: SweepSpec, runs: list[Run], out: Path,
+             first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
+    """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over), add
+    the chosen configurations on the confirmation seeds to the manifest and run them."""
+    from loglinear.reports.results import load_sweep, selected_points
+    from loglinear.sweeps.manifest import write_manifest
+    from loglinear.sweeps.spec import confirmation_points, expand
+
+    confirmation = expand(spec, confirmation_points(spec, selected_points(load_sweep(out))))
+    write_manifest(out, spec, [*runs, *confirmation])
+    second = _launch(args, f"{spec.name} confirmation", confirmation, out)
+    return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -259,6 +282,9 @@ def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
     print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
     for run, status in zip(runs, statuses, strict=True):
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
+    if spec.protocol is not None:
+        print(f"then, once these selection runs are done: each cell's selected learning rate on the confirmation "
+              f"seeds {', '.join(map(str, spec.protocol.confirmation_seeds))}")
 
 
 INSPECT_HELP = """\

@@ -1,5 +1,6 @@
-"""Paired differences: paired.csv against a hand computation from results.csv, an interval spanning 0,
-a seed missing on one side, λ pairs, unpairable sweeps, and the t quantile."""
+"""Paired comparisons: paired.csv against a hand computation from results.csv, the equal candidates of both
+sides, McNemar, log-rank and the t interval in one report with Holm's correction and the primary comparison,
+λ pairs, unpairable sweeps, per-length comparisons. (The statistics themselves: test_statistics.py.)"""
 
 from __future__ import annotations
 
@@ -8,19 +9,15 @@ import math
 
 import pytest
 
-from loglinear.reports.paired import COLUMNS, t_quantile
+from loglinear.reports.paired import COLUMNS
 from loglinear.reports.report import write_report
+from loglinear.reports.statistics import Event, holm, logrank, mcnemar_exact
 
-from .report_helpers import finished, make_sweep, run_entry, table_rows
+from .report_helpers import finished, make_sweep, run_entry, section_rows, table_rows
 from .report_helpers import row as row_of
 
-T_975 = {1: 12.7062047, 2: 4.3026527, 3: 3.1824463, 4: 2.7764451, 9: 2.2621572, 30: 2.0422725}
+T_975 = {1: 12.7062047, 2: 4.3026527, 3: 3.1824463, 4: 2.7764451}
 """Student's t 0.975 quantiles (standard tables)."""
-
-
-@pytest.mark.parametrize("df", sorted(T_975))
-def test_t_quantile_matches_the_tables(df):
-    assert t_quantile(0.975, df) == pytest.approx(T_975[df], abs=1e-6)
 
 
 def known_sweep(folder):
@@ -76,8 +73,7 @@ def test_paired_csv_matches_a_hand_computation_from_results_csv(tmp_path):
     paired = read_csv(tmp_path / "paired.csv")
     assert list(paired[0]) == list(COLUMNS)
     assert [(p["cell"], p["mixer"], p["baseline"]) for p in paired] == [
-        ("d_model=16", "log_linear_mamba2", "mamba2"), ("d_model=32", "log_linear_mamba2", "mamba2"),
-    ]
+        ("d_model=16", "log_linear_mamba2", "mamba2"), ("d_model=32", "log_linear_mamba2", "mamba2")]
     for row, d_model in zip(paired, ("16", "32"), strict=True):
         diffs = hand_pairs(results, d_model)
         n = len(diffs)
@@ -89,20 +85,88 @@ def test_paired_csv_matches_a_hand_computation_from_results_csv(tmp_path):
         assert float(row["ci_low"]) == pytest.approx(mean - half, abs=1e-5)
         assert float(row["ci_high"]) == pytest.approx(mean + half, abs=1e-5)
         assert int(row["wins"]) == sum(d > 0 for d in diffs) and int(row["losses"]) == sum(d < 0 for d in diffs)
+        assert (row["candidates_mixer"], row["candidates_baseline"]) == ("2", "2")
+        assert (row["solved_mixer"], row["solved_baseline"], row["p_solved"]) == ("0", "0", "1.0")  # none above 99%
     d16, d32 = paired
     assert (d16["n_pairs"], d16["left_out"], d16["wins"], d16["losses"]) == ("5", "0", "3", "2")
-    assert float(d16["mean_diff"]) == pytest.approx(2.0)
-    assert float(d16["ci_low"]) < 0 < float(d16["ci_high"]) and d16["significant"] == "False"
+    assert float(d16["ci_low"]) < 0 < float(d16["ci_high"])
     assert (d32["n_pairs"], d32["left_out"], d32["wins"]) == ("4", "1", "4")
-    assert float(d32["mean_diff"]) == pytest.approx(20.25) and d32["significant"] == "True"
-    lines = report.table.split("## Paired differences")[1]
-    assert "- d_model=16: Log-Linear Mamba-2 \u2212 Mamba-2: +2.0 points [\u2212" in lines
-    assert "3 of 5 seeds (not significant)" in lines
-    assert "+20.2 points [" in lines and "4 of 4 seeds (significant); 1 seed(s) left out" in lines
-    assert report.table.rstrip().splitlines()[-1] == (
-        "Significant at 95% (interval excludes 0): Log-Linear Mamba-2 above Mamba-2 (d_model=32); not significant "
-        "(interval includes 0 or too few seeds): Log-Linear Mamba-2 vs Mamba-2 (d_model=16)."
-    )
+    lines = report.table.split("## Paired comparisons")[1]
+    assert "- d_model=16: Log-Linear Mamba-2 \u2212 Mamba-2 (learning rates 2 vs 2): solved 0/5 vs 0/5" in lines
+    assert "accuracy (paired t, continuous) +2.0 points [\u2212" in lines
+    assert "+20.2 points [" in lines and "better on 4 of 4 seeds" in lines and "1 seed(s) left out" in lines
+
+
+def outcome_sweep(folder, primary=None, plateau=None):
+    """Log-linear Gated DeltaNet solves 5 of 5 seeds (passing 99% at step 200), Gated DeltaNet 0 of 5 (a plateau
+    at 60%, censored at 500), Mamba-2 and log-linear Mamba-2 both 1 of 5 on the same seed."""
+    entries = []
+    for seed in range(5):
+        entries.append(run_entry("log_linear_gated_deltanet", 16, 1e-3, seed, finished(0.995, step=200),
+                                 curve=[(100, 0.5), (200, 0.995)]))
+        entries.append(run_entry("gated_deltanet", 16, 1e-3, seed, finished(0.6, step=500),
+                                 curve=[(s, 0.6) for s in range(100, 501, 100)]))
+        for mixer in ("mamba2", "log_linear_mamba2"):
+            entries.append(run_entry(mixer, 16, 1e-3, seed, finished(0.995 if seed == 0 else 0.3)))
+    report = {"threshold": 0.99, "plateau": plateau, "primary": primary}
+    return make_sweep(folder, entries, report=report)
+
+
+def test_mcnemar_logrank_and_holm_over_every_test_of_the_report(tmp_path):
+    primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "solved",
+               "cell": "d_model=16"}
+    report = write_report(outcome_sweep(tmp_path, primary=primary, plateau=0.5))
+    paired = {p["mixer"]: p for p in read_csv(tmp_path / "paired.csv")}
+    gdn, mamba = paired["log_linear_gated_deltanet"], paired["log_linear_mamba2"]
+    assert (gdn["solved_mixer"], gdn["solved_baseline"], gdn["only_mixer_solved"]) == ("5", "0", "5")
+    assert float(gdn["p_solved"]) == pytest.approx(mcnemar_exact(5, 0)) == pytest.approx(0.0625)
+    assert (gdn["escaped_mixer"], gdn["escaped_baseline"]) == ("5", "5")  # 60% is above the 50% plateau
+    assert float(gdn["p_escaped"]) == 1.0
+    gdn_times = [Event(200, True)] * 5
+    gdn_base_times = [Event(500, False)] * 5
+    assert float(gdn["p_steps"]) == pytest.approx(logrank(gdn_times, gdn_base_times), abs=1e-6)
+    assert mamba["p_steps"] == ""  # no metrics.csv: no time to the threshold
+    assert (mamba["only_mixer_solved"], mamba["only_baseline_solved"], mamba["p_solved"]) == ("0", "0", "1.0")
+    # every p-value of the report is in one Holm family: solved, escaped, steps, accuracy of GDN; solved, escaped,
+    # accuracy of Mamba-2 (identical outcomes: differences all 0, p = 1)
+    family = [float(gdn[f"p_{t}"]) for t in ("solved", "escaped", "steps", "accuracy")]
+    family += [float(mamba[f"p_{t}"]) for t in ("solved", "escaped", "accuracy")]
+    adjusted = holm(family)
+    assert float(gdn["holm_solved"]) == pytest.approx(adjusted[0], abs=1e-6)
+    assert float(gdn["holm_steps"]) == pytest.approx(adjusted[2], abs=1e-6)
+    assert (gdn["primary"], mamba["primary"]) == ("solved", "")
+    lines = report.table.split("## Paired comparisons")[1]
+    assert "- **Primary** d_model=16: Log-Linear Gated DeltaNet \u2212 Gated DeltaNet (learning rates 1 vs 1)" in lines
+    assert "solved 5/5 vs 0/5 (discordant 5 vs 0), McNemar p=0.062 (Holm " in lines
+    survivors = [p for p, a in zip(family, adjusted, strict=True) if a <= 0.05]
+    summary = report.table.rstrip().splitlines()[-1]
+    assert summary.startswith(f"Of the 7 tests of this report, {len(survivors)} survive Holm at 5%")
+    assert "Primary (Log-Linear Gated DeltaNet \u2212 Gated DeltaNet (d_model=16): solved): does not survive" in summary
+
+
+def test_a_primary_comparison_that_is_not_in_the_report_is_an_error(tmp_path):
+    primary = {"mixer": "log_linear_mamba2", "baseline": "attention", "test": "solved"}
+    with pytest.raises(ValueError, match="report.primary"):
+        write_report(outcome_sweep(tmp_path, primary=primary))
+
+
+def test_equal_candidates_with_lambda_tuned(tmp_path):
+    """Log-linear softplus and bounded, each over the base's 3 learning rates: the log-linear side of the main
+    comparison is softplus alone (3 candidates, not 6), and bounded is compared with softplus."""
+    entries = []
+    for lr in (1e-4, 1e-3, 1e-2):
+        for seed in range(2):
+            entries.append(run_entry("mamba2", 16, lr, seed, finished(0.5)))
+            for lam, acc in (("softplus", 0.6), ("bounded", 0.9 if lr == 1e-2 else 0.1)):
+                entries.append(run_entry("log_linear_mamba2", 16, lr, seed, finished(acc), lambda_param=lam,
+                                         **{"model.lambda_param": lam}))
+    report = write_report(make_sweep(tmp_path, entries))
+    paired = read_csv(tmp_path / "paired.csv")
+    assert [(p["mixer"], p["baseline"], p["candidates_mixer"], p["candidates_baseline"]) for p in paired] == [
+        ("log_linear_mamba2", "mamba2", "3", "3"),
+        ("log_linear_mamba2[bounded]", "log_linear_mamba2[softplus]", "3", "3")]
+    assert float(paired[0]["mean_diff"]) == pytest.approx(10.0)  # softplus 60 vs 50, not bounded's 90
+    assert "Log-Linear Mamba-2 \u2212 Mamba-2 (learning rates 3 vs 3)" in report.table
 
 
 def test_lambda_parameterisations_pair_against_softplus(tmp_path):
@@ -119,17 +183,17 @@ def test_lambda_parameterisations_pair_against_softplus(tmp_path):
     sigmoid, constant = paired["log_linear_gated_deltanet[sigmoid]"], paired["log_linear_gated_deltanet[constant]"]
     assert float(sigmoid["mean_diff"]) == pytest.approx(10.0) and (sigmoid["wins"], sigmoid["losses"]) == ("2", "0")
     assert float(constant["mean_diff"]) == 0.0 and float(constant["ci_low"]) == float(constant["ci_high"]) == 0.0
-    assert constant["significant"] == "False"
+    assert float(constant["p_accuracy"]) == 1.0
 
 
 def test_cells_without_shared_seeds_report_why(tmp_path):
     entries = [run_entry("gated_deltanet", 16, 1e-3, s, finished(0.5)) for s in (0, 1, 2)]
     entries += [run_entry("log_linear_gated_deltanet", 16, 1e-3, s, finished(0.6)) for s in (3, 4, 5)]
     report = write_report(make_sweep(tmp_path, entries))
-    lines = report.table.split("## Paired differences")[1]
-    assert ("Log-Linear Gated DeltaNet \u2212 Gated DeltaNet: no pair (no seed has a test accuracy on both sides: "
+    lines = report.table.split("## Paired comparisons")[1]
+    assert ("Log-Linear Gated DeltaNet \u2212 Gated DeltaNet: no pair (no seed has a result on both sides: "
             "Log-Linear Gated DeltaNet seeds {3, 4, 5}, Gated DeltaNet seeds {0, 1, 2})") in lines
-    assert report.table.rstrip().endswith("so nothing here is significant.")
+    assert report.table.rstrip().endswith("so there is nothing to test.")
     (row,) = read_csv(tmp_path / "paired.csv")
     assert (row["n_pairs"], row["mean_diff"], row["ci_low"], row["left_out"]) == ("0", "", "", "6")
 
@@ -147,8 +211,8 @@ def test_one_shared_seed_has_no_interval(tmp_path):
     entries = [run_entry("mamba2", 16, 1e-3, 0, finished(0.5)),
                run_entry("log_linear_mamba2", 16, 1e-3, 0, finished(0.7))]
     report = write_report(make_sweep(tmp_path, entries))
-    assert "+20.0 points, 1 of 1 seeds (one pair: no interval)" in report.table
-    assert report.table.rstrip().splitlines()[-1].startswith("No difference is significant")
+    assert "accuracy +20.0 points, one pair (no interval)" in report.table
+    assert report.table.rstrip().splitlines()[-1].startswith("Of the 1 tests of this report, 0 survive Holm")
 
 
 def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(tmp_path):
@@ -165,12 +229,13 @@ def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(
                                  task="parity", **{"model.negative_eigenvalues": False}))
     report = write_report(make_sweep(tmp_path, entries))
     assert row_of(table_rows(report.table, 0), "Transformer") == ["-", "50.0 (0.0)"]
-    section = report.table.split("## Paired differences by test length")[1]
-    rows = table_rows(section, 0)
+    rows = section_rows(report.table, "Paired differences by test length")
     assert rows[0] == ["comparison", "cell", "64 (train)", "128"]
+    # at 128 the paired t p-value is 0.013; Holm over the report's 6 tests (solved and accuracy overall, at 64 and
+    # at 128; the 5 others have p = 1) multiplies it by 6, past 0.05
     assert row_of(rows, "Log-Linear Gated DeltaNet \u2212 Gated DeltaNet", "eigenvalues=[-1, 1], d_model=32") == [
-        "+0.0 [+0.0, +0.0] 0/3", "\u22123.0 [\u22125.5, \u22120.5] 0/3 *"]
+        "+0.0 [+0.0, +0.0] 0/3, solved 3 vs 3", "\u22123.0 [\u22125.5, \u22120.5] 0/3, solved 0 vs 0"]
     by_length = read_csv(tmp_path / "paired_by_length.csv")
-    assert [(r["test_length"], r["mean_diff"], r["significant"]) for r in by_length] == [
-        ("64", "0.0", "False"), ("128", "-3.0", "True")]
-    assert float(by_length[1]["ci_low"]) == pytest.approx(-3.0 - t_quantile(0.975, 2) * 1.0 / 3 ** 0.5)
+    assert [(r["test_length"], r["mean_diff"]) for r in by_length] == [("64", "0.0"), ("128", "-3.0")]
+    assert float(by_length[1]["ci_low"]) == pytest.approx(-3.0 - T_975[2] * 1.0 / 3 ** 0.5)
+    assert float(by_length[1]["holm_accuracy"]) > 0.05 > float(by_length[1]["p_accuracy"])

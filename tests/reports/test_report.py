@@ -1,6 +1,7 @@
 """The report on hand-made sweep folders: means and stds over seeds, selection on validation and report
-on test, `>=99`, runs above 99% and steps to 99%, missing and failed runs, the λ table, test-length
-table, results.csv and plots. (Paired differences: test_paired.py.)"""
+on test, `>=99`, solve rates, steps to 99%, accuracy given solved, missing and failed runs, λ rows,
+test-length table, results.csv and plots. (Paired comparisons and the two-stage protocol: test_paired.py,
+test_two_stage.py.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 from loglinear.cli import sweep_main
 from loglinear.reports.report import write_report
 
-from .report_helpers import finished, make_sweep, row, run_entry, table_rows
+from .report_helpers import finished, make_sweep, row, run_entry, section_rows, table_rows
 
 
 def paper_sweep(folder: Path) -> Path:
@@ -42,12 +43,17 @@ def test_paper_table_means_stds_best_lr_and_solved_cells(tmp_path):
     assert [r[0] for r in accuracy[1:]] == ["Transformer", "Mamba-2"]
     assert row(accuracy, "Transformer") == [">=99", ">=99"]
     assert row(accuracy, "Mamba-2") == ["60.0 (10.0)", "80.0 [1/3]"]
-    above = table_rows(report.table, 1)
-    assert row(above, "Transformer") == ["3/3, 60", "3/3, 80"]  # steps 50, 60, 70 -> median 60
-    assert row(above, "Mamba-2") == ["0/3, never", "0/3, never"]
-    configs = table_rows(report.table, 2)
+    rates = section_rows(report.table, "Solve rate")
+    assert row(rates, "Transformer") == ["3/3 [44, 100]", "3/3 [44, 100]"]  # Wilson 95% interval of 3/3
+    assert row(rates, "Mamba-2") == ["0/3 [0, 56]", "0/1 [0, 79]"]
+    given = section_rows(report.table, "Test accuracy of the runs above")
+    assert row(given, "Mamba-2") == ["-", "-"]
+    # 99.5, 99.6, 99.7: half-width t(0.975, 2) 0.1 / sqrt 3 = 0.25
+    assert row(given, "Transformer")[1] == "99.6 [99.4, 99.8] (n=3)"
+    configs = section_rows(report.table, "Selected learning rate")
     assert row(configs, "Transformer") == ["0.001 (of 2)", "0.01 (of 2)"]
     assert row(configs, "Mamba-2") == ["0.001 (of 2)", "0.001 (of 2)"]
+    assert report.table.splitlines()[2].startswith("Single-stage protocol")
 
 
 def test_selection_uses_validation_and_reports_test(tmp_path):
@@ -62,25 +68,36 @@ def test_selection_uses_validation_and_reports_test(tmp_path):
                 for s in range(2)]
     report = write_report(make_sweep(tmp_path, entries))
     accuracy = table_rows(report.table, 0)
-    assert accuracy[0] == ["Architecture", "d_model 16"]  # λ is selected, not a row of the main table
-    assert row(accuracy, "Mamba-2") == ["51.0 (1.4)"]
-    assert row(accuracy, "Log-Linear Mamba-2") == ["30.0 (0.0)"]
-    configs = table_rows(report.table, 2)
-    assert row(configs, "Mamba-2") == ["0.001 (of 2)"]
-    assert row(configs, "Log-Linear Mamba-2") == ["0.01, sigmoid (of 4)"]
-    lambdas = table_rows(report.table, 3)  # per λ, the lr is selected on validation too
-    assert row(lambdas, "softplus") == ["90.0 (0.0)"] and row(lambdas, "sigmoid") == ["30.0 (0.0)"]
+    # λ is a row: each arm chooses among the same 2 learning rates, never among (lr, λ) pairs
+    assert accuracy[0] == ["Architecture", "λ", "d_model 16"]
+    assert row(accuracy, "Mamba-2", "-") == ["51.0 (1.4)"]
+    assert row(accuracy, "Log-Linear Mamba-2", "softplus") == ["90.0 (0.0)"]
+    assert row(accuracy, "Log-Linear Mamba-2", "sigmoid") == ["30.0 (0.0)"]
+    configs = section_rows(report.table, "Selected learning rate")
+    assert row(configs, "Mamba-2", "-") == ["0.001 (of 2)"]
+    assert row(configs, "Log-Linear Mamba-2", "softplus") == ["0.001 (of 2)"]
+    assert row(configs, "Log-Linear Mamba-2", "sigmoid") == ["0.01 (of 2)"]
 
 
-def test_median_steps_count_runs_that_never_reached_the_threshold(tmp_path):
-    steps = [100, 300, None, None]
-    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.995 if n else 0.5, steps_to_threshold=n))
-               for s, n in enumerate(steps)]
-    entries += [run_entry("gated_deltanet", 16, 1e-3, s, finished(0.995 if n else 0.5, steps_to_threshold=n))
-                for s, n in enumerate([100, 300, 200, None])]
-    above = table_rows(write_report(make_sweep(tmp_path, entries)).table, 1)
-    assert row(above, "Mamba-2") == ["2/4, never"]  # median of 100, 300, inf, inf
-    assert row(above, "Gated DeltaNet") == ["3/4, 250"]  # median of 100, 200, 300, inf
+def curve_to(steps: int | None, budget: int = 500) -> list[tuple[int, float]]:
+    """A validation curve every 100 steps that first passes 99% at `steps` (None: never, up to the budget)."""
+    end = budget if steps is None else steps
+    return [(s, 0.995 if s == steps else 0.3) for s in range(100, end + 1, 100)]
+
+
+def test_steps_to_the_threshold_are_a_kaplan_meier_median_of_censored_runs(tmp_path):
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.995 if n else 0.5, step=n or 500), curve=curve_to(n))
+               for s, n in enumerate([100, 300, None, None])]
+    entries += [run_entry("gated_deltanet", 16, 1e-3, s, finished(0.995 if n else 0.5, step=n or 500),
+                          curve=curve_to(n)) for s, n in enumerate([100, 300, 200, None])]
+    steps = section_rows(write_report(make_sweep(tmp_path, entries)).table, "Steps to 99%")
+    # Mamba-2: 1 - 1/4 at 100, then 3/4 (1 - 1/3) = 1/2 at 300: half never passed, the median is 300
+    assert row(steps, "Mamba-2") == ["300 (2/4 reached)"]
+    assert row(steps, "Gated DeltaNet") == ["200 (3/4 reached)"]  # 3/4 at 100, 1/2 at 200
+    assert (tmp_path / "kaplan_meier.png").read_bytes()[:4] == b"\x89PNG"
+    never = [run_entry("mamba2", 16, 1e-3, s, finished(0.5, step=500), curve=curve_to(None)) for s in range(2)]
+    assert row(section_rows(write_report(make_sweep(tmp_path / "never", never)).table, "Steps to 99%"),
+               "Mamba-2") == ["never (0/2 reached)"]
 
 
 def test_missing_and_failed_runs_are_listed(tmp_path):
@@ -108,13 +125,28 @@ def test_results_csv_has_one_row_per_expected_run(tmp_path):
 def test_plots_are_written_when_their_data_exists(tmp_path):
     report = write_report(paper_sweep(tmp_path))
     names = {p.name for p in report.written}
-    assert {"acc_vs_d_model.png", "steps_to_threshold.png", "table.md", "results.csv"} <= names
-    assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png"}
-    for name in ("acc_vs_d_model.png", "steps_to_threshold.png"):
+    assert {"acc_vs_d_model.png", "acc_vs_lr.png", "table.md", "results.csv"} <= names
+    assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png", "kaplan_meier.png"}
+    for name in ("acc_vs_d_model.png", "acc_vs_lr.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_lambda_table_when_the_parameterisation_varies(tmp_path):
+def test_accuracy_and_solve_rate_against_the_learning_rate(tmp_path):
+    entries = [run_entry("mamba2", 16, lr, s, finished(acc)) for lr, acc in ((1e-3, 0.3), (1e-2, 0.995))
+               for s in range(2)]
+    entries += [run_entry("gated_deltanet", 16, lr, s, finished(acc)) for lr, acc in ((1e-3, 0.6), (1e-2, 0.2))
+                for s in range(2)]
+    from loglinear.reports.plots import acc_vs_lr
+    from loglinear.reports.results import load_sweep
+
+    accuracy, rate = acc_vs_lr(load_sweep(make_sweep(tmp_path, entries))).axes
+    lines = {line.get_label(): line for line in rate.get_lines()}
+    assert list(lines["Mamba-2"].get_xdata()) == [1e-3, 1e-2] and list(lines["Mamba-2"].get_ydata()) == [0.0, 1.0]
+    assert list(lines["Gated DeltaNet"].get_ydata()) == [0.0, 0.0]
+    assert accuracy.get_xscale() == "log"
+
+
+def test_lambda_rows_when_the_parameterisation_varies(tmp_path):
     entries = [
         run_entry(mixer, 16, 1e-3, seed, finished(acc), lambda_param=lam, **{"model.lambda_param": lam})
         for mixer, base in (("log_linear_mamba2", 0.5), ("log_linear_gated_deltanet", 0.3))
@@ -122,12 +154,13 @@ def test_lambda_table_when_the_parameterisation_varies(tmp_path):
         for seed, acc in enumerate([base + bonus, base + bonus])
     ]
     report = write_report(make_sweep(tmp_path, entries))
-    assert table_rows(report.table, 0)[0] == ["Architecture", "d_model 16"]
-    assert row(table_rows(report.table, 2), "Log-Linear Mamba-2") == ["0.001, constant (of 2)"]
-    lambdas = table_rows(report.table, 3)
-    assert lambdas[0] == ["λ", "Log-Linear Mamba-2 16", "Log-Linear Gated DeltaNet 16"]
-    assert row(lambdas, "softplus") == ["50.0 (0.0)", "30.0 (0.0)"]
-    assert row(lambdas, "constant") == ["60.0 (0.0)", "40.0 (0.0)"]
+    accuracy = table_rows(report.table, 0)
+    assert accuracy[0] == ["Architecture", "λ", "d_model 16"]
+    assert row(accuracy, "Log-Linear Mamba-2", "softplus") == ["50.0 (0.0)"]
+    assert row(accuracy, "Log-Linear Mamba-2", "constant") == ["60.0 (0.0)"]
+    assert row(accuracy, "Log-Linear Gated DeltaNet", "constant") == ["40.0 (0.0)"]
+    assert row(section_rows(report.table, "Selected learning rate"), "Log-Linear Mamba-2", "constant") == [
+        "0.001 (of 1)"]
 
 
 def test_state_tracking_and_mqar_slices(tmp_path):
@@ -143,12 +176,12 @@ def test_state_tracking_and_mqar_slices(tmp_path):
     assert main[0] == ["Architecture", "task", "d_model 64"]
     assert row(main, "Mamba-2", "parity") == [">=99"]
     assert row(main, "Mamba-2", "mqar_paper") == ["50.0 (0.0)"]
-    by_length = table_rows(report.table, 3)
-    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train) scaled", "64 seq %",
-                            "128 scaled", "128 seq %", "512 scaled", "512 seq %"]
-    # parity has 2 classes: scaled accuracy 2 acc - 1 (chance 0), beside full-sequence accuracy in %
+    by_length = section_rows(report.table, "State tracking by test length")
+    assert by_length[0] == ["Architecture", "task", "d_model", "64 (train) scaled", "64 seq %", "64 solved",
+                            "128 scaled", "128 seq %", "128 solved", "512 scaled", "512 seq %", "512 solved"]
+    # parity has 2 classes: scaled accuracy 2 acc - 1 (chance 0), beside full-sequence accuracy in % and k/n solved
     assert row(by_length, "Gated DeltaNet", "parity", "64") == [
-        "1.00 (0.00)", "90.0 (0.0)", "0.60 (0.00)", "25.0 (0.0)", "0.00 (0.00)", "0.0 (0.0)"]
+        "1.00 (0.00)", "90.0 (0.0)", "2/2", "0.60 (0.00)", "25.0 (0.0)", "0/2", "0.00 (0.00)", "0.0 (0.0)", "0/2"]
     assert {"acc_vs_seq_len.png", "mqar_acc_vs_kv_pairs.png"} <= {p.name for p in report.written}
     assert "the test accuracy above is the mean over the examples of every test set, so over the lengths 64, 128, " \
            "512" in report.table
@@ -174,5 +207,6 @@ def test_state_tracking_training_range_comes_from_the_mixture(tmp_path):
         entry = run_entry("mamba2", 32, 1e-3, seed, finished(1.0, test=lengths), task="parity", data="data/parity.yaml")
         entry["config"]["data"]["mixture"] = [{"seq_len": 10}, {"seq_len": 40}]
         entries.append(entry)
-    header = table_rows(write_report(make_sweep(tmp_path, entries)).table, 3)[0]
-    assert header[3:] == ["20 (train) scaled", "20 seq %", "40 (train) scaled", "40 seq %", "80 scaled", "80 seq %"]
+    header = section_rows(write_report(make_sweep(tmp_path, entries)).table, "State tracking by test length")[0]
+    assert header[3:] == ["20 (train) scaled", "20 seq %", "20 solved", "40 (train) scaled", "40 seq %", "40 solved",
+                          "80 scaled", "80 seq %", "80 solved"]

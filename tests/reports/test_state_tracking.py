@@ -47,7 +47,7 @@ def test_length_plot_shades_the_training_range_within_the_tested_lengths(tmp_pat
         entry = run_entry("mamba2", 32, 1e-3, seed, finished(1.0, test=tested), task="parity")
         entry["config"]["data"]["task_args"] = {"seq_len": 40}  # every prefix scored: trains lengths 1..40
         entries.append(entry)
-    (ax,) = acc_vs_seq_len(load_sweep(make_sweep(tmp_path, entries)).cells()).axes
+    (ax,) = acc_vs_seq_len(load_sweep(make_sweep(tmp_path, entries))).axes
     left, right = ax.get_xlim()
     assert 20 < left < 40 and 160 < right < 320  # the tested lengths with a margin, not down to length 1
     assert "training lengths 1-40" in ax.get_legend_handles_labels()[1]

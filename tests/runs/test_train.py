@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from loglinear.runs.config import ConfigError, load_run_config
+from loglinear.runs.config import SOLVED, ConfigError, load_run_config
 from loglinear.runs.folder import read_result
+from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.runs.train import train
 
 # 1 key-value pair at length 8: attention solves it in ~100 steps, so each run takes seconds.
@@ -50,6 +51,15 @@ def test_attention_early_stops_above_threshold(tmp_path):
     assert {"test/acc/set=iid", "test/acc/set=seq_len=16", "test/acc/seq_len=16", "test/acc_seq"} <= set(result["test"])
     header = (tmp_path / "run" / "metrics.csv").read_text().splitlines()[0]
     assert "train/loss" in header and "val/acc" in header
+
+
+def test_steps_to_threshold_is_recorded_without_early_stopping(tmp_path):
+    result = train(tiny(tmp_path, "train.early_stop_threshold=null", "train.max_steps=200"))
+    assert result["status"] == "max_steps" and result["step"] == 200
+    rows = [r for r in read_rows(tmp_path / "run" / METRICS) if "val/acc" in r]
+    # Lightning logs a validation after n steps at step n - 1; attention solves this task in ~100 steps
+    first = next(int(r["step"]) + 1 for r in rows if float(r["val/acc"]) > SOLVED)
+    assert result["steps_to_threshold"] == first < 200
 
 
 def test_a_finished_run_is_not_redone(tmp_path):

@@ -13,7 +13,16 @@ from omegaconf import OmegaConf
 
 from loglinear.cli import sweep_main
 from loglinear.runs.config import CONFIGS_DIR, resolve, to_yaml
-from loglinear.sweeps.spec import SpecError, SweepSpec, expand, load_spec, override, parse_spec, points
+from loglinear.sweeps.spec import (
+    SpecError,
+    SweepSpec,
+    confirmation_points,
+    expand,
+    load_spec,
+    override,
+    parse_spec,
+    points,
+)
 
 from .sweep_helpers import TINY_BASE, write_spec
 
@@ -39,6 +48,15 @@ def spec_of(grid=None, zip_groups=None, **base) -> SweepSpec:
     ({"name": "t", "grid": {"data": ["data/parity.yaml"], "data.seed": [0]}}, ["overlap"]),
     ({"name": "t", "base": {"out_dir": "x"}}, ["base.out_dir"]),
     ({"name": "t", "base": {"preset": "no_such_preset.yaml"}}, ["no_such_preset.yaml", "not found"]),
+    ({"name": "t", "report": {"treshold": 0.9}}, ["report", "treshold"]),
+    ({"name": "t", "report": {"threshold": 1.5}}, ["report", "threshold", "[0, 1)"]),
+    ({"name": "t", "report": {"primary": {"mixer": "mamba2", "baseline": "attention", "test": "t"}}},
+     ["report", "primary.test"]),
+    ({"name": "t", "report": {"primary": {"mixer": "mamba2"}}}, ["report", "baseline"]),
+    ({"name": "t", "protocol": {"selection_seeds": [0, 1]}}, ["protocol", "confirmation_seeds"]),
+    ({"name": "t", "protocol": {"selection_seeds": [0, 1], "confirmation_seeds": [1, 2]}}, ["protocol", "[1]"]),
+    ({"name": "t", "protocol": {"selection_seeds": [0], "confirmation_seeds": [1]}, "grid": {"train.seed": [0]}},
+     ["train.seed", "protocol"]),
 ])
 def test_bad_specs_fail_with_one_line_naming_the_key(raw, words):
     with pytest.raises(SpecError) as error:
@@ -47,6 +65,21 @@ def test_bad_specs_fail_with_one_line_naming_the_key(raw, words):
     assert "\n" not in message
     for word in words:
         assert word in message
+
+
+def test_a_protocol_runs_every_point_on_the_selection_seeds_then_the_chosen_points_on_the_confirmation_seeds():
+    raw = {"name": "t", "base": TINY_BASE, "grid": {"train.lr": [1e-3, 1e-2]},
+           "protocol": {"selection_seeds": [0, 1], "confirmation_seeds": [5, 6, 7]}}
+    spec = parse_spec(raw)
+    first = expand(spec)
+    assert [(r.point["train.lr"], r.point["train.seed"], r.stage) for r in first] == [
+        (1e-3, 0, "selection"), (1e-3, 1, "selection"), (1e-2, 0, "selection"), (1e-2, 1, "selection")]
+    assert all(r.config.data.seed == r.config.train.seed for r in first)
+    # the chosen point, given by two of its selection runs, becomes one configuration on each confirmation seed
+    second = expand(spec, confirmation_points(spec, [first[2].point, first[3].point]))
+    assert [(r.point["train.lr"], r.config.train.seed, r.config.data.seed, r.stage) for r in second] == [
+        (1e-2, 5, 5, "confirmation"), (1e-2, 6, 6, "confirmation"), (1e-2, 7, 7, "confirmation")]
+    assert not {r.run_id for r in first} & {r.run_id for r in second}
 
 
 def test_typo_in_the_grid_fails_the_whole_sweep_before_any_run():

@@ -35,7 +35,6 @@ from loglinear.reports.results import (
     is_log_linear,
     load_sweep,
     mean_std_text,
-    selected_cells,
 )
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.manifest import run_dir
@@ -175,7 +174,7 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         profiles[record.run_id] = profile_of(rows)
     written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
     for (title, slug), cell_records in _cells(sweep, records).items():
-        by_lambda = selected_cells(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+        by_lambda = sweep.select(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
         shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles]
                  for name, cell in by_lambda.items()}
         shown = {name: runs for name, runs in shown.items() if runs}

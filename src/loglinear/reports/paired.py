@@ -1,20 +1,23 @@
-"""Paired comparisons: each log-linear mixer against its base mixer (and each λ parameterisation against
-softplus), seed by seed, with a 95% t-interval on the mean difference of test accuracy.
+"""Paired comparisons: each log-linear mixer (at the default λ) against its base mixer, and each other λ
+parameterisation against the default, seed by seed, and the tests of a report with Holm's correction.
 
-Runs that differ only in the mixer share their seeds (`train.seed`, `data.seed`: the same
-initialisation seed and data stream), so the difference of two runs of one seed removes what the seed
-does to both. Per cell (every combination of the row keys other than the architecture and λ, at one
-d_model), each side is taken at its own selected configuration (`results.selected_cells`: best mean
-validation accuracy over lr, and λ for a log-linear mixer), and the pairs are its seeds with a test
-accuracy on both sides; a seed on one side only is left out and counted.
+Runs that differ only in the mixer share their seeds (`train.seed`, `data.seed`), so two runs of one seed
+form a pair. Per cell (every combination of the row keys other than the architecture and λ, at one
+d_model), each side is one arm at its own selected learning rate (`results.selected_cells`: both sides
+choose among their learning rates, and say how many); under the two-stage protocol the pairs are the
+confirmation seeds' runs. A seed on one side only is left out and counted.
 
-The interval is Student's t over the n paired differences: mean ± t(0.975, n - 1) · sd / sqrt(n)
-(no interval for n < 2). A difference is significant when its interval excludes 0.
+Each comparison has up to four tests (`sweeps.protocol.TESTS`, statistics in `statistics`):
+- solved: exact McNemar on the paired outcomes "test accuracy above the threshold";
+- escaped: the same above the plateau threshold, when the spec sets one;
+- steps: log-rank on the steps to the threshold on validation (every run of each side, censored at its end);
+- accuracy: Student's t interval of the paired differences of test accuracy, which treats accuracy as a
+  continuous, roughly normal outcome (bimodal runs break that: read the three others first).
+`holm_family` adjusts every p-value of a report together and marks the primary comparison the spec declares.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,92 +25,157 @@ from typing import Any
 from loglinear.reports.results import (
     DEFAULT_LAMBDA,
     HEADERS,
+    LAMBDA_KEY,
+    MIXER_KEY,
     Cell,
     Record,
     Sweep,
     base_mixer,
     display_name,
     is_log_linear,
-    mean_std,
     mixer_rank,
-    selected_cells,
 )
+from loglinear.reports.statistics import ALPHA, Event, Interval, holm, logrank, mcnemar_exact, t_interval
+from loglinear.runs.config import ConfigError
+from loglinear.sweeps.protocol import Primary
 
 COLUMNS = (
-    "cell", "mixer", "baseline", "n_pairs", "mean_diff", "ci_low", "ci_high", "wins", "losses", "left_out",
-    "significant",
+    "cell", "mixer", "baseline", "candidates_mixer", "candidates_baseline", "n_pairs",
+    "solved_mixer", "solved_baseline", "only_mixer_solved", "only_baseline_solved", "p_solved",
+    "escaped_mixer", "escaped_baseline", "p_escaped", "p_steps",
+    "mean_diff", "ci_low", "ci_high", "p_accuracy", "wins", "losses", "left_out",
+    "holm_solved", "holm_escaped", "holm_steps", "holm_accuracy", "primary",
 )
-LEVEL = 0.95
 MINUS = "\u2212"
 
 
 @dataclass
 class Pairing:
-    """One comparison in one cell: `mixer` − `baseline`, test accuracy in percentage points per shared seed.
+    """One comparison in one cell (at one test length for state tracking): `mixer` against `baseline`.
 
-    `diffs` {seed: difference}; `left_out` the seeds present (or expected) on one side only; `reason`
-    why there is no pair at all (None when there is at least one)."""
+    `pairs` {seed: (mixer score, baseline score)} over the shared seeds; `passages` each side's times to the
+    threshold (all its runs); `left_out` the seeds present (or expected) on one side only; `reason` why there
+    is no pair at all (None when there is at least one)."""
 
     cell: str
     mixer: str
     baseline: str
     mixer_label: str
     baseline_label: str
-    diffs: dict[tuple[Any, ...], float] = field(default_factory=dict)
+    threshold: float
+    plateau: float | None = None
+    length: int | None = None
+    candidates: tuple[int, int] = (0, 0)
+    pairs: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
+    passages: tuple[list[Event], list[Event]] = ([], [])
     left_out: list[tuple[Any, ...]] = field(default_factory=list)
     reason: str | None = None
 
     @property
     def n_pairs(self) -> int:
-        return len(self.diffs)
+        return len(self.pairs)
 
     @property
-    def mean_diff(self) -> float | None:
-        return mean_std(list(self.diffs.values()))[0] if self.diffs else None
+    def diffs(self) -> list[float]:
+        """Mixer − baseline in percentage points, per shared seed."""
+        return [100 * (a - b) for a, b in self.pairs.values()]
 
     @property
-    def interval(self) -> tuple[float, float] | None:
-        """The 95% t-interval of the mean difference (None for fewer than 2 pairs)."""
-        if self.n_pairs < 2:
-            return None
-        mean, std = mean_std(list(self.diffs.values()))
-        half = t_quantile(0.5 + LEVEL / 2, self.n_pairs - 1) * std / math.sqrt(self.n_pairs)  # type: ignore[operator]
-        return mean - half, mean + half
+    def interval(self) -> Interval | None:
+        """The paired t interval of the mean difference (None for fewer than 2 pairs)."""
+        return t_interval(self.diffs)
 
     @property
     def wins(self) -> int:
-        return sum(d > 0 for d in self.diffs.values())
+        return sum(d > 0 for d in self.diffs)
 
     @property
     def losses(self) -> int:
-        return sum(d < 0 for d in self.diffs.values())
+        return sum(d < 0 for d in self.diffs)
+
+    def outcomes(self, threshold: float) -> tuple[int, int, int, int]:
+        """Over the shared seeds: runs above `threshold` on each side, then the discordant pairs (only the
+        mixer above, only the baseline above)."""
+        above = [(a > threshold, b > threshold) for a, b in self.pairs.values()]
+        return (sum(a for a, _ in above), sum(b for _, b in above),
+                sum(a and not b for a, b in above), sum(b and not a for a, b in above))
+
+    def tests(self) -> dict[str, float]:
+        """{test: p-value} of the tests this comparison has (none without a pair)."""
+        if self.reason is not None:
+            return {}
+        found = {"solved": mcnemar_exact(*self.outcomes(self.threshold)[2:])}
+        if self.plateau is not None:
+            found["escaped"] = mcnemar_exact(*self.outcomes(self.plateau)[2:])
+        steps = logrank(*self.passages) if self.length is None else None
+        if steps is not None:
+            found["steps"] = steps
+        interval = self.interval
+        if interval is not None and interval.p is not None:
+            found["accuracy"] = interval.p
+        return found
+
+    def matches(self, primary: Primary) -> bool:
+        return (primary.mixer, primary.baseline) == (self.mixer, self.baseline) and primary.length == self.length \
+            and primary.cell in (None, self.cell)
+
+    def row(self, family: list[TestResult]) -> dict[str, Any]:
+        """The `COLUMNS` of paired.csv (None where a test does not apply), with this comparison's Holm results."""
+        mine = {r.test: r for r in family if r.pairing is self}
+        tests = self.tests()
+        ci = self.interval
+        solved = self.outcomes(self.threshold)
+        escaped = self.outcomes(self.plateau) if self.plateau is not None else (None, None)
+        row = {
+            "cell": self.cell, "mixer": self.mixer, "baseline": self.baseline, "candidates_mixer": self.candidates[0],
+            "candidates_baseline": self.candidates[1], "n_pairs": self.n_pairs,
+            "solved_mixer": solved[0], "solved_baseline": solved[1], "only_mixer_solved": solved[2],
+            "only_baseline_solved": solved[3], "escaped_mixer": escaped[0], "escaped_baseline": escaped[1],
+            "mean_diff": _round(ci.estimate if ci else (self.diffs[0] if self.diffs else None)),
+            "ci_low": _round(ci and ci.low), "ci_high": _round(ci and ci.high),
+            "wins": self.wins, "losses": self.losses, "left_out": len(self.left_out),
+            "primary": next((r.test for r in mine.values() if r.primary), None),
+        }
+        for test in ("solved", "escaped", "steps", "accuracy"):
+            row[f"p_{test}"] = _round(tests.get(test))
+            row[f"holm_{test}"] = _round(mine[test].adjusted) if test in mine else None
+        return row
 
     @property
-    def significant(self) -> bool:
-        ci = self.interval
-        return ci is not None and (ci[0] > 0 or ci[1] < 0)
+    def name(self) -> str:
+        at = "" if self.length is None else f", length {self.length}"
+        return f"{self.mixer_label} {MINUS} {self.baseline_label} ({self.cell}{at})"
 
-    def row(self) -> dict[str, Any]:
-        ci = self.interval
-        return {
-            "cell": self.cell, "mixer": self.mixer, "baseline": self.baseline, "n_pairs": self.n_pairs,
-            "mean_diff": _round(self.mean_diff), "ci_low": _round(ci and ci[0]), "ci_high": _round(ci and ci[1]),
-            "wins": self.wins, "losses": self.losses, "left_out": len(self.left_out), "significant": self.significant,
-        }
 
-    def sentence(self) -> str:
-        """`Log-Linear Mamba-2 − Mamba-2: +4.1 points [−2.0, +10.3], 4 of 5 seeds (not significant)`."""
-        head = f"{self.mixer_label} {MINUS} {self.baseline_label}"
-        if self.reason is not None:
-            return f"{head}: no pair ({self.reason})"
-        ci = self.interval
-        interval = f" [{signed(ci[0])}, {signed(ci[1])}]" if ci else ""
-        verdict = "significant" if self.significant else ("one pair: no interval" if ci is None else "not significant")
-        text = f"{head}: {signed(self.mean_diff)} points{interval}, {self.wins} of {self.n_pairs} seeds ({verdict})"  # type: ignore[arg-type]
-        if self.left_out:
-            seeds = ", ".join(map(_seed_text, self.left_out))
-            text += f"; {len(self.left_out)} seed(s) left out, without a result on one side: {seeds}"
-        return text
+@dataclass
+class TestResult:
+    """One test of one comparison, with its Holm-adjusted p-value over the report's family."""
+
+    pairing: Pairing
+    test: str
+    p: float
+    adjusted: float = 1.0
+    primary: bool = False
+
+    @property
+    def survives(self) -> bool:
+        return self.adjusted <= ALPHA
+
+
+def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> list[TestResult]:
+    """Every test of every comparison, Holm-adjusted together; the primary one marked. A declared primary
+    that matches no test, or several, is a ConfigError naming the comparisons there are."""
+    results = [TestResult(p, test, value) for p in pairings for test, value in p.tests().items()]
+    for result, adjusted in zip(results, holm([r.p for r in results]), strict=True):
+        result.adjusted = adjusted
+    if primary is not None:
+        chosen = [r for r in results if r.test == primary.test and r.pairing.matches(primary)]
+        if len(chosen) != 1:
+            there = "; ".join(sorted({f"{r.pairing.mixer} vs {r.pairing.baseline} at cell {r.pairing.cell!r}"
+                                      for r in results}))
+            raise ConfigError(f"report.primary {primary} matches {len(chosen)} tests (there are: {there or 'none'})")
+        chosen[0].primary = True
+    return results
 
 
 Score = Callable[[Record], "float | None"]
@@ -118,33 +186,32 @@ def test_score(record: Record) -> float | None:
     return record.test_score
 
 
-def paired_comparisons(sweep: Sweep, score: Score = test_score) -> list[Pairing]:
-    """Every log-linear mixer against its base, and every non-softplus λ against softplus, in every cell.
-
-    `score` is what is compared seed by seed: the test accuracy by default, or for instance the accuracy
-    at one test length (`state_tracking.accuracy_at`). Each side is its cell's selected configuration."""
-    cells: dict[tuple[tuple[str, ...], int], list[Record]] = {}
+def paired_comparisons(sweep: Sweep, score: Score = test_score, length: int | None = None) -> list[Pairing]:
+    """Every log-linear mixer at the default λ against its base, and every other λ against the default, in every
+    cell. `score` is what is compared seed by seed: the test accuracy by default, or for instance the accuracy at
+    one test length (`state_tracking.accuracy_at`, with `length`)."""
+    rest_keys = [i for i, k in enumerate(sweep.row_keys) if k not in (MIXER_KEY, LAMBDA_KEY)]
+    groups: dict[tuple[tuple[str, ...], int], list[Record]] = {}
     for record in sweep.records:
-        cells.setdefault((sweep.table_row(record)[1:], record.d_model), []).append(record)
+        groups.setdefault((tuple(record.row[i] for i in rest_keys), record.d_model), []).append(record)
     pairings = []
-    for (rest, d_model), records in cells.items():
+    for (rest, d_model), records in groups.items():
+        arms = sweep.select(records, lambda r: (r.mixer, r.lambda_param))
         name = cell_name(sweep, rest, d_model)
-        by_mixer: dict[str, list[Record]] = {}
-        for record in records:
-            by_mixer.setdefault(record.mixer, []).append(record)
-        for mixer in sorted(by_mixer, key=mixer_rank):
+        for mixer in sorted({m for m, _ in arms}, key=mixer_rank):
             if not is_log_linear(mixer):
                 continue
+            lambdas = sorted(lam for m, lam in arms if m == mixer)
+            default = DEFAULT_LAMBDA if DEFAULT_LAMBDA in lambdas else (lambdas[0] if len(lambdas) == 1 else None)
             base = base_mixer(mixer)
-            if base in by_mixer:
-                pairings.append(_pair(name, mixer, base, _select(by_mixer[mixer]), _select(by_mixer[base]), score))
-            lambdas = {r.lambda_param for r in by_mixer[mixer]}
+            if default is not None and (base, None) in arms:
+                pairings.append(_pair(sweep, name, mixer, base, arms[(mixer, default)], arms[(base, None)],  # type: ignore[arg-type]
+                                      score, length))
             if DEFAULT_LAMBDA in lambdas:
-                default = _select([r for r in by_mixer[mixer] if r.lambda_param == DEFAULT_LAMBDA])
-                for lam in sorted(lambdas - {DEFAULT_LAMBDA}):  # type: ignore[type-var]
-                    chosen = _select([r for r in by_mixer[mixer] if r.lambda_param == lam])
-                    pairing = _pair(name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]", chosen, default, score)
-                    pairings.append(pairing)
+                for lam in lambdas:
+                    if lam != DEFAULT_LAMBDA:
+                        pairings.append(_pair(sweep, name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]",
+                                              arms[(mixer, lam)], arms[(mixer, DEFAULT_LAMBDA)], score, length))
     return pairings
 
 
@@ -157,66 +224,16 @@ def unpairable_reason(sweep: Sweep) -> str:
 
 def cell_name(sweep: Sweep, rest: tuple[str, ...], d_model: int) -> str:
     """`d_model=16`, with the cell's other row keys first: `task=parity, eigenvalues=[-1, 1], d_model=64`."""
-    keys = sweep.table_keys[1:]
+    keys = [k for k in sweep.row_keys if k not in (MIXER_KEY, LAMBDA_KEY)]
     parts = [f"{HEADERS.get(k, k.rsplit('.', 1)[-1])}={v}" for k, v in zip(keys, rest, strict=True)]
     return ", ".join([*parts, f"d_model={d_model}"])
 
 
-def summary_sentence(pairings: Iterable[Pairing]) -> str:
-    """One plain sentence: which differences are significant (the interval excludes 0) and which are not."""
-    pairings = list(pairings)
-    significant = [p for p in pairings if p.significant]
-    rest = [p for p in pairings if not p.significant]
-
-    def name(p: Pairing, relation: str = "vs") -> str:
-        return f"{p.mixer_label} {relation} {p.baseline_label} ({p.cell})"
-
-    if not significant:
-        return (f"No difference is significant: none of the {len(pairings)} comparisons has a 95% interval "
-                f"that excludes 0, so these runs do not show that either side is more accurate.")
-    found = "; ".join(name(p, "above" if p.mean_diff > 0 else "below") for p in significant)  # type: ignore[operator]
-    if not rest:
-        return f"Significant at 95% (interval excludes 0): {found}; no comparison is inconclusive."
-    return (f"Significant at 95% (interval excludes 0): {found}; not significant (interval includes 0 or too few "
-            f"seeds): {'; '.join(name(p) for p in rest)}.")
-
-
-def t_quantile(p: float, df: int) -> float:
-    """The p-quantile (p > 0.5) of Student's t with an integer number of degrees of freedom, by bisection
-    on the closed-form two-sided probability P(|T| < t)."""
-    target = 2 * p - 1
-    low, high = 0.0, 1.0
-    while _t_within(high, df) < target:
-        high *= 2
-    for _ in range(200):
-        middle = (low + high) / 2
-        low, high = (middle, high) if _t_within(middle, df) < target else (low, middle)
-    return (low + high) / 2
-
-
-def _t_within(t: float, df: int) -> float:
-    """P(|T| < t) for Student's t with df degrees of freedom (the finite series for integer df)."""
-    theta = math.atan(t / math.sqrt(df))
-    c2 = math.cos(theta) ** 2
-    if df % 2:  # odd: (2/pi) (theta + sin cos (1 + 2/3 c2 + 2*4/(3*5) c2^2 + ...)), df - 3 powers of cos
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 1) // 2):
-            term *= c2 * (2 * k) / (2 * k + 1)
-            total += term
-        return 2 / math.pi * (theta + math.sin(theta) * math.cos(theta) * total)
-    term, total = 1.0, 1.0  # even: sin (1 + 1/2 c2 + 1*3/(2*4) c2^2 + ...), df - 2 powers of cos
-    for k in range(1, df // 2):
-        term *= c2 * (2 * k - 1) / (2 * k)
-        total += term
-    return math.sin(theta) * total
-
-
-def _select(records: list[Record]) -> Cell:
-    return selected_cells(records, lambda r: None)[None]
-
-
-def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score) -> Pairing:
-    pairing = Pairing(cell, mixer, baseline, _label(mixer, chosen), _label(baseline, base))
+def _pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score,
+          length: int | None) -> Pairing:
+    report = sweep.report
+    pairing = Pairing(cell, mixer, baseline, _label(mixer), _label(baseline), report.threshold, report.plateau,
+                      length, (chosen.candidates, base.candidates))
     sides = []
     for label, side in ((pairing.mixer_label, chosen), (pairing.baseline_label, base)):
         if side.lr is None:
@@ -229,20 +246,21 @@ def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score:
                               "the cell's runs differ in a key that is not a row key")
             return pairing
         sides.append({r.seed: score(r) for r in side.runs})
+    pairing.passages = (chosen.passages(report.threshold), base.passages(report.threshold))
     ours, theirs = sides
     for seed in sorted(set(ours) | set(theirs), key=str):
         a, b = ours.get(seed), theirs.get(seed)
         if a is None or b is None:
             pairing.left_out.append(seed)
         else:
-            pairing.diffs[seed] = 100 * (a - b)
-    if not pairing.diffs:
-        pairing.reason = (f"no seed has a test accuracy on both sides: {pairing.mixer_label} seeds "
+            pairing.pairs[seed] = (a, b)
+    if not pairing.pairs:
+        pairing.reason = (f"no seed has a result on both sides: {pairing.mixer_label} seeds "
                           f"{_seeds_text(ours)}, {pairing.baseline_label} seeds {_seeds_text(theirs)}")
     return pairing
 
 
-def _label(mixer: str, cell: Cell) -> str:
+def _label(mixer: str) -> str:
     """Display name: `Log-Linear Mamba-2`, or `Log-Linear Mamba-2 (λ sigmoid)` for a λ comparison."""
     name, _, lam = mixer.partition("[")
     label = display_name(name)
@@ -262,6 +280,11 @@ def _seed_text(seed: tuple[Any, ...]) -> str:
 def signed(value: float) -> str:
     """`+4.1`, `−2.0` (a true minus sign)."""
     return f"{value:+.1f}".replace("-", MINUS)
+
+
+def p_text(p: float) -> str:
+    """`0.031`, `<0.001`."""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _round(value: float | None) -> float | None:

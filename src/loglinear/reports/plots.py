@@ -1,7 +1,8 @@
 """The sweep's PNG plots (matplotlib's object API with the Agg canvas: no pyplot, no global state).
 
-Each plot uses, per table cell, the runs at the cell's selected configuration (best mean validation
-accuracy over lr and λ, see `results`); a plot whose data the sweep does not have is skipped, with the reason.
+Each plot uses, per table cell, the runs the cell reports (at its learning rate selected on validation, see
+`results`), except `acc_vs_lr.png`, which shows every learning rate of the selection; a plot whose data the
+sweep does not have is skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -13,9 +14,11 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from loglinear.reports.results import THRESHOLD, Cell, Sweep, mean_std, slice_values
+from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, mean_std, slice_values
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
+from loglinear.reports.statistics import kaplan_meier
 from loglinear.runs.folder import FINISHED
+from loglinear.sweeps.protocol import CONFIRMATION
 
 Cells = dict[tuple[tuple[str, ...], int], Cell]
 Drawing = Figure | str
@@ -24,10 +27,9 @@ Drawing = Figure | str
 
 def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
     """Write every plot the sweep has data for; returns the files written and {plot: reason} for the others."""
-    cells: Cells = sweep.cells()  # type: ignore[assignment]
     written, skipped = [], {}
     for name, draw in PLOTS.items():
-        drawing = draw(cells)
+        drawing = draw(sweep)
         if isinstance(drawing, str):
             skipped[name] = drawing
             continue
@@ -37,7 +39,8 @@ def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
     return written, skipped
 
 
-def acc_vs_d_model(cells: Cells) -> Drawing:
+def acc_vs_d_model(sweep: Sweep) -> Drawing:
+    cells: Cells = sweep.cells()  # type: ignore[assignment]
     series = _series(cells, lambda cell: cell.values)
     if not series:
         return "no run finished"
@@ -51,13 +54,14 @@ def acc_vs_d_model(cells: Cells) -> Drawing:
     return _finish(fig, [ax])
 
 
-def mqar_acc_vs_kv_pairs(cells: Cells) -> Drawing:
-    return _slice_plot(cells, "test/acc/num_kv_pairs=", "number of key-value pairs",
+def mqar_acc_vs_kv_pairs(sweep: Sweep) -> Drawing:
+    return _slice_plot(sweep.cells(), "test/acc/num_kv_pairs=", "number of key-value pairs",  # type: ignore[arg-type]
                        missing="no MQAR test accuracy per number of key-value pairs (test/acc/num_kv_pairs=...)")
 
 
-def acc_vs_seq_len(cells: Cells) -> Drawing:
+def acc_vs_seq_len(sweep: Sweep) -> Drawing:
     """State tracking: Grazzi et al.'s scaled accuracy (chance 0) by test length, the training range shaded."""
+    cells: Cells = sweep.cells()  # type: ignore[assignment]
     panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
     trained: dict[tuple[str, int], tuple[int, int]] = {}
     for (row, d_model), cell in cells.items():
@@ -91,21 +95,80 @@ def acc_vs_seq_len(cells: Cells) -> Drawing:
     return _finish(fig, axes)
 
 
-def steps_to_threshold(cells: Cells) -> Drawing:
-    def steps(cell: Cell) -> list[float]:
-        reached = (r.result.get("steps_to_threshold") for r in cell.runs)
-        return [float(s) for s in reached if s is not None]
+def acc_vs_lr(sweep: Sweep) -> Drawing:
+    """Per cell (row keys but the architecture and λ, at one d_model), each arm's test accuracy (mean ± std over
+    seeds, top) and solve rate (bottom) at every learning rate of the selection: a narrow window shows."""
+    threshold = sweep.report.threshold
+    panels: dict[str, dict[str, dict[float, list[float]]]] = {}
+    for record in sweep.records:
+        score = record.test_score
+        if score is None or record.stage == CONFIRMATION:
+            continue
+        arm = panels.setdefault(_panel_name(sweep, record), {}).setdefault(_arm_name(sweep, record), {})
+        arm.setdefault(record.lr, []).append(score)
+    if not panels:
+        return "no run finished"
+    fig = Figure(figsize=(6 * len(panels), 7.5))
+    axes = fig.subplots(2, len(panels), squeeze=False)
+    for column, (title, arms) in enumerate(sorted(panels.items())):
+        accuracy, rate = axes[0][column], axes[1][column]
+        for label, by_lr in arms.items():
+            points = sorted(by_lr.items())
+            _errorbar(accuracy, label, [(lr, [100 * v for v in values]) for lr, values in points])
+            rate.plot([lr for lr, _ in points], [sum(v > threshold for v in values) / len(values)
+                                                 for _, values in points], marker="o", label=label)
+        accuracy.set_title(title)
+        accuracy.set_ylabel("test accuracy (%)")
+        accuracy.set_ylim(0, 101)
+        rate.set_ylabel(f"solve rate (test accuracy > {100 * threshold:g}%)")
+        rate.set_ylim(-0.05, 1.05)
+        for ax in (accuracy, rate):
+            ax.set_xscale("log")
+            ax.set_xlabel("learning rate")
+    return _finish(fig, [ax for line in axes for ax in line])
 
-    series = _series(cells, steps, scale=1.0)
-    if not series:
-        return f"no run reached {100 * THRESHOLD:.0f}% validation accuracy"
-    fig, (ax,) = _panels(1)
-    for label, points in series.items():
-        _errorbar(ax, label, points)
-    _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
-    ax.set_ylabel(f"steps to {100 * THRESHOLD:.0f}% validation accuracy")
-    ax.set_title("Training steps to the threshold (runs that reached it, selected configuration)")
-    return _finish(fig, [ax])
+
+def kaplan_meier_plot(sweep: Sweep) -> Drawing:
+    """Per cell, each arm's Kaplan-Meier curve: the fraction of runs whose validation accuracy has not yet passed
+    the threshold, against training steps (censored runs marked), with its 95% interval shaded."""
+    threshold = sweep.report.threshold
+    panels: dict[str, dict[str, Cell]] = {}
+    for cell in sweep.cells().values():
+        if cell.passages(threshold):
+            panels.setdefault(_panel_name(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
+    if not panels:
+        return "no finished run has a metrics.csv"
+    fig, axes = _panels(len(panels))
+    for ax, (title, arms) in zip(axes, sorted(panels.items()), strict=True):
+        for label, cell in arms.items():
+            events = cell.passages(threshold)
+            curve = kaplan_meier(events)
+            steps = [0.0, *curve.steps]  # type: ignore[union-attr]
+            line, = ax.step(steps, [1.0, *curve.fraction], where="post", label=label)  # type: ignore[union-attr]
+            ax.fill_between(steps, [1.0, *curve.low], [1.0, *curve.high], step="post",  # type: ignore[union-attr]
+                            color=line.get_color(), alpha=0.15)
+            censored = [e.steps for e in events if not e.reached]
+            ax.plot(censored, [_at(curve, s) for s in censored], "|", color=line.get_color(), markersize=10)
+        ax.set_title(title)
+        ax.set_xlabel("training steps")
+        ax.set_ylabel(f"fraction not yet above {100 * threshold:g}% (validation)")
+        ax.set_ylim(-0.05, 1.05)
+    return _finish(fig, axes)
+
+
+def _at(curve, steps: float) -> float:
+    """The curve's value at `steps` (a right-continuous step function)."""
+    return next((f for s, f in zip(reversed(curve.steps), reversed(curve.fraction), strict=True) if s <= steps), 1.0)
+
+
+def _panel_name(sweep: Sweep, record: Record) -> str:
+    keys = [(k, v) for k, v in zip(sweep.row_keys, record.row, strict=True) if k not in (MIXER_KEY, LAMBDA_KEY)]
+    return ", ".join([*(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in keys), f"d_model {record.d_model}"])
+
+
+def _arm_name(sweep: Sweep, record: Record) -> str:
+    keys = [v for k, v in zip(sweep.row_keys, record.row, strict=True) if k in (MIXER_KEY, LAMBDA_KEY) and v != "-"]
+    return " / ".join(keys)
 
 
 def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing:
@@ -175,9 +238,10 @@ def _finish(fig: Figure, axes: list) -> Figure:
     return fig
 
 
-PLOTS: dict[str, Callable[[Cells], Drawing]] = {
+PLOTS: dict[str, Callable[[Sweep], Drawing]] = {
     "acc_vs_d_model.png": acc_vs_d_model,
+    "acc_vs_lr.png": acc_vs_lr,
     "mqar_acc_vs_kv_pairs.png": mqar_acc_vs_kv_pairs,
     "acc_vs_seq_len.png": acc_vs_seq_len,
-    "steps_to_threshold.png": steps_to_threshold,
+    "kaplan_meier.png": kaplan_meier_plot,
 }

@@ -1,33 +1,37 @@
-"""`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` (paired differences with
-intervals), `table.md` (the paper's table, runs above 99% and steps to 99%, the configurations behind it,
-the λ table, accuracy by test length, the missing or failed runs, then the paired differences ending
-with one sentence of what is significant) and PNG plots."""
+"""`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv`
+(the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
+solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
+them, accuracy by test length, the missing or failed runs, then the comparisons ending with what survives
+Holm) and PNG plots. docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
-from loglinear.reports.paired import MINUS, Pairing, paired_comparisons, signed, summary_sentence, unpairable_reason
+from loglinear.reports.paired import (
+    MINUS,
+    Pairing,
+    TestResult,
+    holm_family,
+    p_text,
+    paired_comparisons,
+    signed,
+    unpairable_reason,
+)
 from loglinear.reports.plots import write_plots
 from loglinear.reports.results import (
     HEADERS,
     LAMBDA_KEY,
-    MIXER_KEY,
-    THRESHOLD,
     Cell,
-    Record,
     Sweep,
-    display_name,
-    is_log_linear,
     load_sweep,
     mean_std_text,
-    mixer_rank,
-    selected_cells,
     slice_values,
 )
 from loglinear.reports.state_tracking import (
@@ -38,6 +42,7 @@ from loglinear.reports.state_tracking import (
     scaled,
     training_lengths,
 )
+from loglinear.reports.statistics import kaplan_meier, t_interval, wilson
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.spec import describe
 
@@ -47,28 +52,41 @@ PAIRED_CSV = "paired.csv"
 PAIRED_LENGTH_CSV = "paired_by_length.csv"
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
-    "run_id", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task", *RESULT_COLUMNS,
-    "val_score", "test_score",
+    "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
+    *RESULT_COLUMNS, "val_score", "test_score",
 )
 """`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions."""
 NOTE = (
-    "Test accuracy (%): mean (sample standard deviation) over seeds, at the configuration (learning rate, and λ "
-    "for a log-linear mixer) with the best mean validation accuracy in each cell (listed below): selected on "
-    "validation, reported on test. Both are the final weights' (after early stopping or at the budget). "
-    "`>=99`: every seed above 99%. `[k/n]`: only k of the cell's n runs finished (the others are listed at "
+    "Test accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with the best mean "
+    "validation accuracy in each cell (listed below with the number of learning rates it was chosen from; every "
+    "cell of an architecture chooses among the same ones, and each λ parameterisation is a row of its own): "
+    "selected on validation, reported on test. Both are the final weights' (after early stopping or at the budget). "
+    "`>={pct}`: every seed above {pct}%. `[k/n]`: only k of the cell's n runs finished (the others are listed at "
     "the end). Diverged runs count as 0."
 )
+RATE_NOTE = (
+    "`k/n [low, high]`: k of the cell's n runs above the threshold on test, with the Wilson 95% interval of the "
+    "rate in percent. Steps: Kaplan-Meier median of the steps until validation accuracy first passed {pct}% "
+    "(from each run's metrics.csv; a run that never did is censored where it ended), `never` when more than half "
+    "never did; `m reached`: how many did. Accuracy given solved: mean test accuracy of the runs above {pct}% with "
+    "its Student-t 95% interval (one run: no interval). kaplan_meier.png draws the curves."
+)
 PAIRED_NOTE = (
-    "Mixer − baseline test accuracy in percentage points, mean over the seeds both sides ran (each side at "
-    "its own selected configuration), with a 95% Student-t interval over the seeds; `k of n seeds`: the "
-    "mixer was better on k of the n shared seeds. Significant only when the interval excludes 0."
+    "Each comparison: the learning rates each side chose among; per shared seed, the exact McNemar test of "
+    "`solved` (test accuracy above {pct}%){plateau}; the log-rank test of the steps to {pct}% on validation (all runs "
+    "of each side); and the paired Student-t 95% interval of the difference in test accuracy (percentage points), "
+    "which treats accuracy as continuous and roughly normal, so it misleads when runs either solve the task or "
+    "stay on a plateau. `Holm`: the p-value adjusted by Holm-Bonferroni over all {n} tests of this report "
+    "(family-wise error 5%); `survives`: adjusted p <= 0.05. The primary comparison was declared by the spec before "
+    "the runs."
 )
 
 LENGTH_NOTE = (
     "Per test length L: `scaled`, Grazzi et al.'s scaled accuracy (acc - 1/C) / (1 - 1/C) of the test accuracy "
     "(C classes: chance 0, perfect 1), mean (std) over seeds; `seq %`, full-sequence accuracy (every scored "
-    "position right), mean (std). `(train)` marks lengths inside the training range. With only the final "
-    "position scored (`scored: last`, for parity and the word problems) both measure the task's answer at length L."
+    "position right), mean (std); `solved`, k/n runs above {pct}% test accuracy at L. `(train)` marks lengths inside "
+    "the training range. With only the final position scored (`scored: last`, for parity and the word problems) "
+    "these measure the task's answer at length L."
 )
 
 SEVERAL_LENGTHS_NOTE = (
@@ -77,9 +95,10 @@ SEVERAL_LENGTHS_NOTE = (
 )
 
 LENGTH_PAIRED_NOTE = (
-    "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds (each "
-    "side at its own selected configuration) with a 95% Student-t interval; `k/n`: the mixer was better on k of "
-    "the n shared seeds; `*`: significant (the interval excludes 0). `paired_by_length.csv` has every figure."
+    "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds with the "
+    "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `solved a vs b`: runs "
+    "above {pct}% at that length on each side; `*`: a test of that comparison survives Holm (which one, and every "
+    "p-value: paired_by_length.csv)."
 )
 
 
@@ -97,112 +116,178 @@ def write_report(out: str | Path) -> Report:
     sweep = load_sweep(out)
     pairings = paired_comparisons(sweep)
     by_length = length_pairings(sweep)
-    table = render_tables(sweep, pairings, by_length)
+    family = holm_family([*pairings, *by_length], sweep.report.primary)
+    table = render_tables(sweep, pairings, by_length, family)
     (out / TABLE).write_text(table)
     write_csv(sweep, out / CSV)
-    write_paired_csv(pairings, out / PAIRED_CSV)
+    write_paired_csv(pairings, family, out / PAIRED_CSV)
     files = [out / CSV, out / PAIRED_CSV, out / TABLE]
     if by_length:
-        write_paired_csv([p for ps in by_length.values() for p in ps], out / PAIRED_LENGTH_CSV,
-                         lengths=[n for n, ps in by_length.items() for _ in ps])
+        write_paired_csv(by_length, family, out / PAIRED_LENGTH_CSV)
         files.append(out / PAIRED_LENGTH_CSV)
     written, skipped = write_plots(sweep, out)
     return Report(table, [*files, *written], skipped)
 
 
-def length_pairings(sweep: Sweep) -> dict[int, list[Pairing]]:
-    """State tracking: the paired comparisons at each test length ({} for a sweep without several lengths)."""
+def length_pairings(sweep: Sweep) -> list[Pairing]:
+    """State tracking: the paired comparisons at each test length ([] for a sweep without several lengths)."""
     lengths = test_lengths(sweep)
     if len(lengths) < 2:
-        return {}
-    by_length = {n: paired_comparisons(sweep, score=accuracy_at(n)) for n in lengths}
-    return by_length if any(by_length.values()) else {}
+        return []
+    return [p for n in lengths for p in paired_comparisons(sweep, score=accuracy_at(n), length=n)]
 
 
-def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: dict[int, list[Pairing]] | None = None) -> str:
+def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing], family: list[TestResult]) -> str:
     cells = sweep.cells()
-    parts = [
-        f"# {sweep.name}\n", accuracy_table(sweep, cells), _note(sweep),
-        f"## Runs above {100 * THRESHOLD:.0f}% (test) and median steps to {100 * THRESHOLD:.0f}% (validation)\n",
-        threshold_table(sweep, cells), THRESHOLD_NOTE,
-        "## Selected configuration of each cell\n", config_table(sweep, cells),
-    ]
-    if sweep.lambda_varies:
-        parts += ["## λ parameterisations (log-linear mixers)\n", lambda_table(sweep)]
+    report = sweep.report
+    pct = _pct(report.threshold)
+    parts = [f"# {sweep.name}\n", sweep.protocol_text, "## Test accuracy\n",
+             _pivot(sweep, cells, lambda c: format_cell(c, report.threshold)), _note(sweep, pct),
+             f"## Solve rate: runs above {pct}% test accuracy\n",
+             _pivot(sweep, cells, lambda c: format_rate(c, report.threshold))]
+    if report.plateau is not None:
+        parts += [f"## Escaped the plateau: runs above {_pct(report.plateau)}% test accuracy\n",
+                  _pivot(sweep, cells, lambda c: format_rate(c, report.plateau))]  # type: ignore[arg-type]
+    parts += [f"## Steps to {pct}% validation accuracy (Kaplan-Meier median)\n",
+              _pivot(sweep, cells, lambda c: format_steps(c, report.threshold)),
+              f"## Test accuracy of the runs above {pct}%\n",
+              _pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
+              "## Selected learning rate of each cell (of how many)\n", _pivot(sweep, cells, format_config)]
     lengths = length_table(sweep, cells)
     if lengths:
-        parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE]
+        parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE.format(pct=pct)]
     if by_length:
-        parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length), LENGTH_PAIRED_NOTE]
+        parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length, family),
+                  LENGTH_PAIRED_NOTE.format(pct=pct)]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
-    parts += ["## Paired differences (test accuracy)\n", paired_lines(sweep, pairings)]
+    parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
-def accuracy_table(sweep: Sweep, cells: dict) -> str:
-    return _pivot(sweep, cells, format_cell)
+def _pct(threshold: float) -> str:
+    return f"{100 * threshold:g}"
 
 
-def threshold_table(sweep: Sweep, cells: dict) -> str:
-    return _pivot(sweep, cells, format_threshold)
-
-
-def config_table(sweep: Sweep, cells: dict) -> str:
-    def fmt(c: Cell) -> str:
-        if c.lr is None:
-            return "-"
-        text = f"{c.lr:.3g}" + ("" if c.lambda_param is None else f", {c.lambda_param}")
-        return text + (f" (of {c.candidates})" if c.candidates > 1 else "")
-
-    return _pivot(sweep, cells, fmt)
-
-
-THRESHOLD_NOTE = (
-    "`k/n, m`: k of the cell's n runs above 99% test accuracy; m the median over the n runs of the steps to "
-    "reach 99% validation accuracy (a run that never did counts as never: `never` when half or more did not)."
-)
-
-
-def format_cell(cell: Cell) -> str:
-    """`55.9 (3.1)`, `>=99`, `55.9` (one seed) or `-`, with ` [k/n]` when runs are missing."""
+def format_cell(cell: Cell, threshold: float) -> str:
+    """`55.9 (3.1)`, `>=99` (every run above the threshold), `55.9` (one seed) or `-`, with ` [k/n]` when runs
+    are missing."""
     values = cell.values
     if not values:
         text = "-"
-    elif cell.solved:
-        text = ">=99"
+    elif cell.all_above(threshold):
+        text = f">={_pct(threshold)}"
     else:
         text = mean_std_text(values)
     return text if cell.complete else f"{text} [{len(values)}/{len(cell.runs)}]"
 
 
-def format_threshold(cell: Cell) -> str:
-    """`3/5, 1200` (3 of 5 runs above 99%, median steps 1200) or `0/5, never`."""
-    median = cell.median_steps
-    steps = "-" if median is None else ("never" if median == float("inf") else f"{median:.0f}")
-    return f"{cell.above_threshold}/{len(cell.runs)}, {steps}"
+def format_rate(cell: Cell, threshold: float) -> str:
+    """`3/5 [23, 88]` (Wilson 95% interval in percent) or `-` without a run that has a result."""
+    n = len(cell.values)
+    rate = wilson(cell.above(threshold), n)
+    return "-" if rate is None else f"{cell.above(threshold)}/{n} [{100 * rate.low:.0f}, {100 * rate.high:.0f}]"
 
 
-def paired_lines(sweep: Sweep, pairings: list[Pairing]) -> str:
-    """One line per comparison, then one sentence of what is and is not significant."""
+def format_steps(cell: Cell, threshold: float) -> str:
+    """`1200 (3/5 reached)`, `never (1/5 reached)` or `-` without a run with a metrics.csv."""
+    events = cell.passages(threshold)
+    curve = kaplan_meier(events)
+    if curve is None:
+        return "-"
+    reached = f"({sum(e.reached for e in events)}/{len(events)} reached)"
+    return f"{'never' if curve.median == math.inf else f'{curve.median:.0f}'} {reached}"
+
+
+def format_given_solved(cell: Cell, threshold: float) -> str:
+    """`99.6 [99.2, 100.0] (n=3)`, `99.5 (n=1)` or `-` when no run is above the threshold."""
+    solved = [100 * v for v in cell.values if v > threshold]
+    if not solved:
+        return "-"
+    ci = t_interval(solved)
+    interval = "" if ci is None else f" [{ci.low:.1f}, {min(ci.high, 100.0):.1f}]"
+    return f"{sum(solved) / len(solved):.1f}{interval} (n={len(solved)})"
+
+
+def format_config(cell: Cell) -> str:
+    if cell.lr is None:
+        return "-"
+    return f"{cell.lr:.3g} (of {cell.candidates})"
+
+
+def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]) -> str:
+    """The note, one line per comparison with its tests, then one sentence of what survives Holm."""
     if not pairings:
         return f"No paired comparison: {unpairable_reason(sweep)}."
-    lines = [PAIRED_NOTE, ""] + [f"- {p.cell}: {p.sentence()}" for p in pairings]
-    paired = [p for p in pairings if p.reason is None]
-    if paired:
-        lines += ["", summary_sentence(paired)]
-    else:
-        lines += ["", "No comparison has a pair of runs (the reasons are above), so nothing here is significant."]
+    report = sweep.report
+    plateau = "" if report.plateau is None else f" and of `escaped` (above {_pct(report.plateau)}%)"
+    lines = [PAIRED_NOTE.format(pct=_pct(report.threshold), plateau=plateau, n=len(family)), ""]
+    lines += [f"- {comparison_line(p, family)}" for p in pairings]
+    lines += ["", holm_summary(family)]
     return "\n".join(lines)
 
 
-def length_paired_table(sweep: Sweep, by_length: dict[int, list[Pairing]]) -> str:
-    """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3` (`*` significant)."""
-    header = ["comparison", "cell", *length_labels(sweep, list(by_length))]
+def comparison_line(p: Pairing, family: list[TestResult]) -> str:
+    """`d_model=16: Log-Linear Mamba-2 − Mamba-2 (learning rates 8 vs 8): solved 3/5 vs 1/5, McNemar p=0.500
+    (Holm 1.000); ...`, led by `**Primary**` for the primary comparison."""
+    head = f"{p.cell}: {p.mixer_label} {MINUS} {p.baseline_label}"
+    if p.reason is not None:
+        return f"{head}: no pair ({p.reason})"
+    chosen = f"learning rates {p.candidates[0]} vs {p.candidates[1]}" + (
+        "" if p.candidates[0] == p.candidates[1] else ", unequal")
+    tests = {r.test: r for r in family if r.pairing is p}
+    parts = []
+    for test, threshold in (("solved", p.threshold), ("escaped", p.plateau)):
+        if test in tests:
+            a, b, only_a, only_b = p.outcomes(threshold)  # type: ignore[arg-type]
+            parts.append(f"{test} {a}/{p.n_pairs} vs {b}/{p.n_pairs} (discordant {only_a} vs {only_b}), "
+                         f"McNemar {_p(tests[test])}")
+    if "steps" in tests:
+        reached = [sum(e.reached for e in side) for side in p.passages]
+        parts.append(f"steps to {_pct(p.threshold)}%: reached {reached[0]}/{len(p.passages[0])} vs "
+                     f"{reached[1]}/{len(p.passages[1])}, log-rank {_p(tests['steps'])}")
+    ci = p.interval
+    if ci is None:
+        parts.append(f"accuracy {signed(p.diffs[0])} points, one pair (no interval)")
+    else:
+        parts.append(f"accuracy (paired t, continuous) {signed(ci.estimate)} points [{signed(ci.low)}, "
+                     f"{signed(ci.high)}], better on {p.wins} of {p.n_pairs} seeds"
+                     + (f", {_p(tests['accuracy'])}" if "accuracy" in tests else ""))
+    text = f"{head} ({chosen}): " + "; ".join(parts)
+    if p.left_out:
+        text += f"; {len(p.left_out)} seed(s) left out, without a result on one side"
+    return ("**Primary** " if any(r.primary for r in tests.values()) else "") + text
+
+
+def _p(result: TestResult) -> str:
+    mark = ", survives" if result.survives else ""
+    primary = ", primary" if result.primary else ""
+    return f"p={p_text(result.p)} (Holm {p_text(result.adjusted)}{mark}{primary})"
+
+
+def holm_summary(family: list[TestResult]) -> str:
+    """One sentence: the primary test's fate, and the tests that survive Holm over the whole report."""
+    if not family:
+        return "No comparison has a pair of runs (the reasons are above), so there is nothing to test."
+    survivors = [r for r in family if r.survives]
+    found = "; ".join(f"{r.pairing.name}: {r.test}" for r in survivors)
+    text = (f"Of the {len(family)} tests of this report, {len(survivors)} survive Holm at 5%" +
+            (f": {found}." if survivors else ", so these runs do not show a difference between any two arms."))
+    primary = next((r for r in family if r.primary), None)
+    if primary is None:
+        return text + " The spec declares no primary comparison."
+    verdict = "survives" if primary.survives else "does not survive"
+    return f"{text} Primary ({primary.pairing.name}: {primary.test}): {verdict} (Holm {p_text(primary.adjusted)})."
+
+
+def length_paired_table(sweep: Sweep, by_length: list[Pairing], family: list[TestResult]) -> str:
+    """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3, solved 3 vs 3`."""
+    lengths = sorted({p.length for p in by_length})  # type: ignore[type-var]
+    header = ["comparison", "cell", *length_labels(sweep, lengths)]  # type: ignore[arg-type]
     rows: dict[tuple[str, str], list[str]] = {}
-    for column, pairings in enumerate(by_length.values()):
-        for p in pairings:
-            line = rows.setdefault((f"{p.mixer_label} {MINUS} {p.baseline_label}", p.cell), [""] * len(by_length))
-            line[column] = _length_cell(p)
+    for p in by_length:
+        line = rows.setdefault((f"{p.mixer_label} {MINUS} {p.baseline_label}", p.cell), [""] * len(lengths))
+        survives = any(r.survives for r in family if r.pairing is p)
+        line[lengths.index(p.length)] = _length_cell(p) + (" *" if survives else "")
     return markdown_table(header, [[*key, *line] for key, line in rows.items()])
 
 
@@ -210,44 +295,26 @@ def _length_cell(p: Pairing) -> str:
     if p.reason is not None:
         return "no pair"
     ci = p.interval
-    interval = f" [{signed(ci[0])}, {signed(ci[1])}]" if ci else ""
-    return f"{signed(p.mean_diff)}{interval} {p.wins}/{p.n_pairs}" + (" *" if p.significant else "")  # type: ignore[arg-type]
+    interval = f" [{signed(ci.low)}, {signed(ci.high)}]" if ci else ""
+    mean = ci.estimate if ci else p.diffs[0]
+    a, b, _, _ = p.outcomes(p.threshold)
+    return f"{signed(mean)}{interval} {p.wins}/{p.n_pairs}, solved {a} vs {b}"
 
 
 def _pivot(sweep: Sweep, cells: dict, fmt) -> str:
-    rows = list(dict.fromkeys(sweep.table_row(r) for r in sweep.records))
+    rows = list(dict.fromkeys(r.row for r in sweep.records))
     columns = sorted({r.d_model for r in sweep.records})
-    header = [_header(k) for k in sweep.table_keys] + [f"d_model {d}" for d in columns]
+    header = [_header(k) for k in sweep.row_keys] + [f"d_model {d}" for d in columns]
     body = [list(row) + [fmt(cells[(row, d)]) if (row, d) in cells else "" for d in columns] for row in rows]
     return markdown_table(header, body)
 
 
-def lambda_table(sweep: Sweep) -> str:
-    """Rows: λ (and the other row keys but the architecture); columns: (architecture, d_model)."""
-    records = [r for r in sweep.records if is_log_linear(r.mixer)]
-    drop = sweep.row_keys.index(MIXER_KEY)
-    order = sweep.row_keys.index(LAMBDA_KEY)
-
-    def row_of(r: Record) -> tuple[str, ...]:
-        rest = [v for i, v in enumerate(r.row) if i not in (drop, order)]
-        return (r.row[order], *rest)
-
-    cells = selected_cells(records, lambda r: (row_of(r), r.mixer, r.d_model))
-    ordered = sorted(records, key=lambda r: (mixer_rank(r.mixer), r.d_model))
-    columns = list(dict.fromkeys((r.mixer, r.d_model) for r in ordered))
-    keys = [LAMBDA_KEY] + [k for k in sweep.row_keys if k not in (MIXER_KEY, LAMBDA_KEY)]
-    header = [_header(k) for k in keys] + [f"{display_name(m)} {d}" for m, d in columns]
-    body = []
-    for row in dict.fromkeys(row_of(r) for r in records):
-        body.append(list(row) + [format_cell(cells[(row, *c)]) if (row, *c) in cells else "" for c in columns])
-    return markdown_table(header, body)
-
-
-def _note(sweep: Sweep) -> str:
+def _note(sweep: Sweep, pct: str) -> str:
     lengths = test_lengths(sweep)
+    note = NOTE.format(pct=pct)
     if len(lengths) < 2:
-        return NOTE
-    return f"{NOTE} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
+        return note
+    return f"{note} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
 
 
 def test_lengths(sweep: Sweep) -> list[int]:
@@ -263,13 +330,14 @@ def length_labels(sweep: Sweep, lengths: list[int]) -> list[str]:
 
 
 def length_table(sweep: Sweep, cells: dict) -> str | None:
-    """State tracking: per test length, the scaled accuracy and the full-sequence accuracy of the selected runs."""
+    """State tracking: per test length, the scaled accuracy, the full-sequence accuracy and the runs above the
+    threshold (k/n) of the selected runs."""
     lengths = test_lengths(sweep)
     if len(lengths) < 2:
         return None
     header = [_header(k) for k in sweep.row_keys] + ["d_model"]
     for n, label in zip(lengths, length_labels(sweep, lengths), strict=True):
-        header += [f"{label} scaled", f"{n} seq %"]
+        header += [f"{label} scaled", f"{n} seq %", f"{n} solved"]
     body = []
     for (row, d_model), cell in cells.items():
         runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
@@ -281,7 +349,9 @@ def length_table(sweep: Sweep, cells: dict) -> str | None:
         line = [*row, str(d_model)]
         for n in lengths:
             scores = [scaled(a, classes) for a in per_length.get(n, [])]
-            line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, []))]
+            at_n = per_length.get(n, [])
+            solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
+            line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, [])), solved]
         body.append(line)
     return markdown_table(header, body) if body else None
 
@@ -307,7 +377,8 @@ def write_csv(sweep: Sweep, path: Path) -> None:
         writer.writerow([*CSV_COLUMNS, *metrics, *varied])
         for r in sweep.records:
             fixed = {
-                "run_id": r.run_id, "status": r.status, "mixer": r.mixer, "lambda_param": r.get(LAMBDA_KEY),
+                "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
+                "lambda_param": r.get(LAMBDA_KEY),
                 "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
                 "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
                 "val_score": r.val_score, "test_score": r.test_score,
@@ -316,16 +387,16 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                             + [_csv(r.point.get(k)) for k in varied])
 
 
-def write_paired_csv(pairings: list[Pairing], path: Path, lengths: list[int] | None = None) -> None:
-    """One row per comparison (the columns of `paired.PAIRED_COLUMNS`); empty intervals for fewer than 2 pairs.
-    With `lengths` (one per pairing) a first column `test_length` says which test length each row compares."""
+def write_paired_csv(pairings: list[Pairing], family: list[TestResult], path: Path) -> None:
+    """One row per comparison (`paired.COLUMNS`, empty where a test does not apply); comparisons at a test length
+    have a first column `test_length`."""
+    lengths = any(p.length is not None for p in pairings)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow((["test_length"] if lengths is not None else []) + list(PAIRED_COLUMNS))
-        for i, pairing in enumerate(pairings):
-            values = pairing.row()
-            first = [lengths[i]] if lengths is not None else []
-            writer.writerow(first + [_csv(values[c]) for c in PAIRED_COLUMNS])
+        writer.writerow((["test_length"] if lengths else []) + list(PAIRED_COLUMNS))
+        for pairing in pairings:
+            values = pairing.row(family)
+            writer.writerow(([pairing.length] if lengths else []) + [_csv(values[c]) for c in PAIRED_COLUMNS])
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

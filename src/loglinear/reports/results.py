@@ -1,12 +1,17 @@
-"""A sweep's results as records, and the paper's selection protocol: per cell, the configuration
-(learning rate, and λ parameterisation for a log-linear mixer) with the best mean *validation*
-accuracy, reported by the *test* accuracy of its runs (mean and std over seeds).
+"""A sweep's results as records, and the selection protocol: per cell, the learning rate with the best
+mean *validation* accuracy, reported by the *test* accuracy of its runs.
 
-A cell is one table row (architecture, and every other varied key that is not d_model, the learning
-rate, λ or a seed) at one d_model. A run is scored by its final weights, the weights the test set
-sees: `final_val["val/acc"]` for selection, `test["test/acc"]` for the report. Runs that failed or
-have no result yet are kept in their cell as missing (`[4/5]`), never dropped silently; a diverged
-run scores 0 on both (its final weights are not a model).
+A cell (an arm of the comparisons) is one table row (architecture, λ parameterisation when it varies, and
+every other varied key that is not d_model, the learning rate or a seed) at one d_model, so every arm
+chooses among the same learning rates: λ is never selected together with the lr (each λ is its own row,
+compared with the default λ). Single-stage protocol: the selection and the report use the same runs.
+Two-stage protocol (`sweeps.protocol.TwoStage`): the lr is chosen on the selection seeds' runs only and
+the cell reports the confirmation seeds' runs at that lr.
+
+A run is scored by its final weights, the weights the test set sees: `final_val["val/acc"]` for selection,
+`test["test/acc"]` for the report. Runs that failed or have no result yet are kept in their cell as
+missing (`[4/5]`), never dropped silently; a diverged run scores 0 on both (its final weights are not a
+model). A run's time to a threshold is read from its metrics.csv (`Record.passage`).
 """
 
 from __future__ import annotations
@@ -14,19 +19,22 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
-from loglinear.runs.config import GROUPS, SOLVED
+from loglinear.reports.statistics import Event
+from loglinear.runs.config import GROUPS
 from loglinear.runs.folder import FINISHED, result_of
+from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.sweeps.manifest import read_manifest
+from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
-THRESHOLD = SOLVED
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
@@ -76,6 +84,8 @@ class Record:
     point: dict[str, Any]
     result: dict[str, Any] = field(default_factory=dict)
     row: tuple[str, ...] = ()
+    stage: str | None = None
+    directory: Path | None = None
 
     @property
     def status(self) -> str:
@@ -111,6 +121,24 @@ class Record:
     @property
     def test(self) -> dict[str, float]:
         return self.result.get("test") or {}
+
+    def passage(self, threshold: float) -> Event | None:
+        """When validation accuracy first rose strictly above `threshold` (steps trained: Lightning logs a
+        validation after n steps at step n - 1), else censored at the step the run ended; None for a run
+        that did not finish or has no metrics.csv."""
+        curve = self.validation_curve
+        if self.status not in FINISHED or curve is None:
+            return None
+        return next((Event(steps, True) for steps, acc in curve if acc > threshold),
+                    Event(int(self.result.get("step") or 0), False))
+
+    @cached_property
+    def validation_curve(self) -> list[tuple[int, float]] | None:
+        """[(steps trained, val/acc)] from metrics.csv (read once), None without one."""
+        if self.directory is None or not (self.directory / METRICS).is_file():
+            return None
+        return [(int(row["step"]) + 1, float(row["val/acc"])) for row in read_rows(self.directory / METRICS)
+                if "val/acc" in row]
 
     @property
     def seed(self) -> tuple[Any, ...]:
@@ -150,22 +178,27 @@ class Sweep:
     out: Path
     records: list[Record]
     row_keys: list[str]
+    report: ReportConfig = field(default_factory=ReportConfig)
+    protocol: TwoStage | None = None
 
     @property
-    def lambda_varies(self) -> bool:
-        return LAMBDA_KEY in self.row_keys
-
-    @property
-    def table_keys(self) -> list[str]:
-        """The row keys of the main table: λ is not one (it is selected per cell, like the lr)."""
-        return [k for k in self.row_keys if k != LAMBDA_KEY]
-
-    def table_row(self, record: Record) -> tuple[str, ...]:
-        return tuple(label for key, label in zip(self.row_keys, record.row, strict=True) if key != LAMBDA_KEY)
+    def protocol_text(self) -> str:
+        """Which protocol produced the tables, in one sentence."""
+        if self.protocol is None:
+            return ("Single-stage protocol: each cell's learning rate is selected on its runs' validation accuracy "
+                    "and reported by the same runs' test accuracy.")
+        seeds = ", ".join(map(str, self.protocol.selection_seeds))
+        fresh = ", ".join(map(str, self.protocol.confirmation_seeds))
+        return (f"Two-stage protocol: each cell's learning rate is selected on the validation accuracy of the "
+                f"selection seeds ({seeds}); every table and comparison reports the test accuracy of the "
+                f"confirmation seeds ({fresh}) at that learning rate, which never took part in the selection.")
 
     def cells(self) -> dict[Hashable, Cell]:
-        """The main table's cells: {(table row, d_model): Cell} under the selection protocol."""
-        return selected_cells(self.records, lambda r: (self.table_row(r), r.d_model))
+        """The main table's cells: {(row, d_model): Cell} under the sweep's protocol."""
+        return self.select(self.records, lambda r: (r.row, r.d_model))
+
+    def select(self, records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Cell]:
+        return selected_cells(records, key, two_stage=self.protocol is not None)
 
 
 def load_sweep(out: str | Path) -> Sweep:
@@ -176,13 +209,15 @@ def load_sweep(out: str | Path) -> Sweep:
     for entry in manifest["runs"]:
         result = result_of(out / entry["dir"])
         config = result.get("config") or entry["config"]
-        records.append(Record(entry["id"], config, entry.get("point", {}), result))
+        records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
+                              directory=out / entry["dir"]))
     keys = _row_keys(manifest, records)
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
     records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
-    return Sweep(manifest["name"], out, records, keys)
+    return Sweep(manifest["name"], out, records, keys, report_config(manifest.get("report")),
+                 two_stage(manifest.get("protocol")))
 
 
 def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
@@ -229,14 +264,17 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
 
 @dataclass
 class Cell:
-    """The runs of one table cell at its selected configuration (lr and λ; None: no run of the cell finished).
+    """The runs a table cell reports, at its selected learning rate (None: no selection run finished).
 
-    `candidates` is how many configurations the selection compared."""
+    `candidates` is how many learning rates the selection compared."""
 
     lr: float | None
-    lambda_param: str | None
     runs: list[Record]
     candidates: int = 1
+
+    @property
+    def lambda_param(self) -> str | None:
+        return self.runs[0].lambda_param if self.runs else None
 
     @property
     def values(self) -> list[float]:
@@ -244,34 +282,19 @@ class Cell:
         return [v for v in (r.test_score for r in self.runs) if v is not None]
 
     @property
-    def val_values(self) -> list[float]:
-        return [v for v in (r.val_score for r in self.runs) if v is not None]
-
-    @property
     def complete(self) -> bool:
         return len(self.values) == len(self.runs)
 
-    @property
-    def solved(self) -> bool:
-        """Every seed with a result is above the threshold on the test set."""
-        return bool(self.values) and all(v > THRESHOLD for v in self.values)
+    def above(self, threshold: float) -> int:
+        """How many runs have a test accuracy strictly above `threshold`."""
+        return sum(v > threshold for v in self.values)
 
-    @property
-    def above_threshold(self) -> int:
-        return sum(v > THRESHOLD for v in self.values)
+    def all_above(self, threshold: float) -> bool:
+        return bool(self.values) and self.above(threshold) == len(self.values)
 
-    @property
-    def median_steps(self) -> float | None:
-        """Median over the cell's runs of the steps to the validation threshold, counting a run that never
-        reached it as infinitely many (inf when at least half never did); None without runs."""
-        if not self.runs:
-            return None
-        steps = sorted(
-            math.inf if r.result.get("steps_to_threshold") is None else float(r.result["steps_to_threshold"])
-            for r in self.runs
-        )
-        middle = len(steps) // 2
-        return steps[middle] if len(steps) % 2 else (steps[middle - 1] + steps[middle]) / 2
+    def passages(self, threshold: float) -> list[Event]:
+        """The runs' times to `threshold` on validation (runs without a metrics.csv left out)."""
+        return [e for e in (r.passage(threshold) for r in self.runs) if e is not None]
 
 
 def mean_std(values: list[float]) -> tuple[float, float | None]:
@@ -290,26 +313,38 @@ def mean_std_text(values: list[float], scale: float = 100.0, digits: int = 1) ->
     return f"{scale * mean:.{digits}f}" + ("" if std is None else f" ({scale * std:.{digits}f})")
 
 
-def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Cell]:
-    """Group records by `key`, then keep each group's runs at the configuration (lr, λ) with the best mean
-    validation score over the runs that finished (ties go to the smaller lr, then to λ's name)."""
-    groups: dict[Hashable, dict[tuple[float, str], list[Record]]] = {}
+def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable],
+                   two_stage: bool = False) -> dict[Hashable, Cell]:
+    """Group records by `key`, then keep each group's runs at the learning rate with the best mean validation
+    score over its selection runs that finished (ties go to the smaller lr). With `two_stage`, only the
+    selection-stage runs choose and the cell holds the confirmation-stage runs at the chosen lr."""
+    groups: dict[Hashable, dict[float, list[Record]]] = {}
     for record in records:
-        config = (record.lr, record.lambda_param or "")
-        groups.setdefault(key(record), {}).setdefault(config, []).append(record)
+        groups.setdefault(key(record), {}).setdefault(record.lr, []).append(record)
     cells = {}
-    for cell_key, by_config in groups.items():
+    for cell_key, by_lr in groups.items():
+        choosing = {lr: [r for r in runs if r.stage != CONFIRMATION] for lr, runs in by_lr.items()}
         scored = {}
-        for config, runs in by_config.items():
-            values = Cell(config[0], config[1], runs).val_values
+        for lr, runs in choosing.items():
+            values = [v for v in (r.val_score for r in runs) if v is not None]
             if values:
-                scored[config] = mean_std(values)[0]
+                scored[lr] = mean_std(values)[0]
+        candidates = sum(bool(runs) for runs in choosing.values())
+        reported = {lr: [r for r in runs if (r.stage == CONFIRMATION) == two_stage] for lr, runs in by_lr.items()}
         if scored:
-            best = max(sorted(scored), key=lambda c: scored[c])
-            cells[cell_key] = Cell(best[0], best[1] or None, by_config[best], len(by_config))
+            best = max(sorted(scored), key=lambda lr: scored[lr])
+            cells[cell_key] = Cell(best, reported[best], candidates)
         else:
-            cells[cell_key] = Cell(None, None, [r for runs in by_config.values() for r in runs], len(by_config))
+            cells[cell_key] = Cell(None, [r for runs in reported.values() for r in runs], candidates)
     return cells
+
+
+def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
+    """What a two-stage sweep confirms: the varied values of each cell's runs at the learning rate chosen on the
+    selection runs alone (confirmation runs, whatever their results, take no part), seeds included."""
+    choosing = [r for r in sweep.records if r.stage != CONFIRMATION]
+    cells = selected_cells(choosing, lambda r: (r.row, r.d_model))
+    return [cell.runs[0].point for cell in cells.values() if cell.lr is not None and cell.runs]
 
 
 def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:

@@ -11,13 +11,14 @@ from loglinear.runs.metrics_file import MetricsFile
 
 
 class RunTracker(L.Callback):
-    """Best `val/acc`, the first step where it exceeded the threshold, whether the run has stopped,
-    the latest validation's metrics, the wall time of earlier sessions of a resumed run, and how many
-    metrics.csv rows were written (`metrics` is saved with each checkpoint, so a resume keeps exactly the
-    rows before it)."""
+    """Best `val/acc`, the first step where it exceeded `threshold` (recorded whether or not the run stops
+    there), whether the run has stopped (only when `stop_above_threshold`), the latest validation's
+    metrics, the wall time of earlier sessions of a resumed run, and how many metrics.csv rows were
+    written (`metrics` is saved with each checkpoint, so a resume keeps exactly the rows before it)."""
 
-    def __init__(self, threshold: float | None, metrics: MetricsFile | None = None) -> None:
+    def __init__(self, threshold: float, metrics: MetricsFile | None = None, stop_above_threshold: bool = True) -> None:
         self.threshold = threshold
+        self.stop_above_threshold = stop_above_threshold
         self.metrics = metrics
         self.best: float | None = None
         self.steps_to_threshold: int | None = None
@@ -39,8 +40,8 @@ class RunTracker(L.Callback):
         self.last_val_step = trainer.global_step
         self.last_val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
         self.best = acc if self.best is None else max(self.best, acc)
-        if self.threshold is not None and acc > self.threshold:
-            self.stopped = True
+        if acc > self.threshold:
+            self.stopped = self.stop_above_threshold
             if self.steps_to_threshold is None:
                 self.steps_to_threshold = trainer.global_step
 

@@ -8,7 +8,8 @@ The run directory (`cfg.out_dir`) holds:
                  signal stopped the run; a rerun resumes from the newer on exactly the data stream and
                  validation schedule it would have seen (batches are keyed by (seed, step));
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
-                 failed), `val_accuracy` (best), `step`, `steps_to_threshold`, `params`,
+                 failed), `val_accuracy` (best), `step`, `steps_to_threshold` (the first validation step
+                 above `train.early_stop_threshold`, or above SOLVED when early stopping is off), `params`,
                  `wall_time_s`, `peak_memory_bytes` (the most GPU memory torch held for tensors
                  during this session of the run, `torch.cuda.max_memory_allocated`; null off CUDA),
                  the final validation and test metrics (per slice), and `error`.
@@ -38,7 +39,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.runs.checkpoints import Resume, resume_point
-from loglinear.runs.config import ConfigError, RunConfig, to_container, to_yaml
+from loglinear.runs.config import SOLVED, ConfigError, RunConfig, to_container, to_yaml
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
@@ -188,7 +189,8 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     set_names = {"val": datamodule.val_set_names, "test": datamodule.test_set_names}
     module = LitLanguageModel(cfg.model, cfg.train, set_names)
     threshold = cfg.train.early_stop_threshold
-    tracker = RunTracker(threshold, metrics)
+    tracker = RunTracker(SOLVED if threshold is None else threshold, metrics,
+                         stop_above_threshold=threshold is not None)
     callbacks: list[Any] = [
         tracker,
         stop,

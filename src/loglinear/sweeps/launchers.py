@@ -234,6 +234,9 @@ def parse_executor_args(items: list[str]) -> dict[str, Any]:
 def wandb_sweep(spec: SweepSpec, out: Path) -> dict[str, Any]:
     """The wandb sweep config: a grid over the spec's grid keys, each agent run being
     `loglinear train <preset> <base keys> logger... out_dir=<out>/runs/{run_id} ${args_no_hyphens}`."""
+    if spec.protocol is not None:
+        raise SpecError(f"{spec.path or spec.name}: a two-stage protocol chooses its second stage from the first; "
+                        f"a wandb grid cannot: run this spec with `loglinear sweep run`")
     if spec.zip:
         keys = ", ".join(k for group in spec.zip for k in group)
         raise SpecError(f"{spec.path or spec.name}: wandb sweeps are cartesian grids and cannot vary keys together "

@@ -1,8 +1,9 @@
 """A sweep's output folder: `manifest.json` (the runs it expects), `runs/<run_id>/` (one folder per run).
 
 The manifest is written before any run starts, by every launcher, so the report knows which runs
-are missing; each run folder is what `loglinear train` writes (config.yaml, result.json, ...) plus
-`train.log`, the output of its process.
+are missing; under a two-stage protocol it is written again with the confirmation runs once the selection
+is decided (each run has its `stage`); each run folder is what `loglinear train` writes (config.yaml,
+result.json, ...) plus `train.log`, the output of its process.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import write_json_atomic
+from loglinear.sweeps.protocol import as_mapping
 from loglinear.sweeps.spec import Run, SweepSpec
 
 MANIFEST = "manifest.json"
@@ -39,8 +41,11 @@ def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
         "varied_keys": spec.varied_keys,
         "zip": [list(group) for group in spec.zip],
+        "report": as_mapping(spec.report),
+        "protocol": as_mapping(spec.protocol),
         "runs": [
-            {"id": r.run_id, "dir": f"{RUNS}/{r.run_id}", "point": r.point, "args": r.args, "config": _config(r)}
+            {"id": r.run_id, "dir": f"{RUNS}/{r.run_id}", "point": r.point, "args": r.args, "config": _config(r),
+             **({"stage": r.stage} if r.stage else {})}
             for r in runs
         ],
     })

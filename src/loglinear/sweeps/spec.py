@@ -12,6 +12,8 @@ A spec (configs/sweeps/*.yaml):
       train.lr: [1.0e-3, 3.0e-3]
     zip:                                # optional: keys that vary together, one group per entry
       - {model.d_model: [16, 64], model.attention_heads: [1, 2]}
+    report: {threshold: 0.99, plateau: 0.5, primary: {...}}   # optional: what the report tests (protocol.py)
+    protocol: {selection_seeds: [0, 1], confirmation_seeds: [2, 3, 4]}   # optional: two stages (protocol.py)
 
 A run is the arguments of one `loglinear train` command: the preset, then `key=value` for each base
 key, then for each grid and zip key (so a key in both base and grid takes the grid's values). The
@@ -20,6 +22,9 @@ config.yaml, and wandb agents pass the same arguments, which resolve to the same
 A group key (`data`, `model`, `train`, `logger`) may take a YAML file (`data: [data/parity.yaml,
 data/s5.yaml]`), looked up like the preset (a spec is never its own preset: a spec in configs/sweeps/
 may share a run preset's name, and `../name.yaml` or `name.yaml` finds configs/name.yaml).
+
+With a `protocol`, each seed sets `train.seed` and `data.seed`; `expand` gives stage 1 (every point on
+the selection seeds) and `expand(spec, points)` the confirmation runs the report's selection asks for.
 
 A run's id hashes its resolved configuration without `out_dir` and `logger` (how a run is logged
 is not what it is): the same run has the same id in any process, whatever the key order of the spec.
@@ -48,8 +53,18 @@ from loglinear.runs.config import (
     load_run_config,
     run_id,
 )
+from loglinear.sweeps.protocol import (
+    CONFIRMATION,
+    SEED_KEYS,
+    SELECTION,
+    ReportConfig,
+    TwoStage,
+    report_config,
+    seed_point,
+    two_stage,
+)
 
-SPEC_KEYS = ("name", "base", "grid", "zip")
+SPEC_KEYS = ("name", "base", "grid", "zip", "report", "protocol")
 PLACEHOLDER_OUT_DIR = "{run_id}"
 
 
@@ -68,11 +83,14 @@ class SweepSpec:
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     zip: list[dict[str, list[Any]]] = field(default_factory=list)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    protocol: TwoStage | None = None
 
     @property
     def varied_keys(self) -> list[str]:
-        """The keys that differ between runs: grid keys, then zip keys."""
-        return [*self.grid, *(key for group in self.zip for key in group)]
+        """The keys that differ between runs: grid keys, then zip keys (then the seeds of a protocol)."""
+        keys = [*self.grid, *(key for group in self.zip for key in group)]
+        return keys + (list(SEED_KEYS) if self.protocol else [])
 
     def base_overrides(self) -> list[str]:
         """The `key=value` arguments of `loglinear train` that every run shares."""
@@ -88,6 +106,8 @@ class Run:
     point: dict[str, Any]
     args: list[str]
     config: RunConfig
+    stage: str | None = None
+    """selection or confirmation under a two-stage protocol, else None."""
 
 
 
@@ -150,6 +170,8 @@ def _parse_spec(raw: Any, path: Path | None) -> SweepSpec:
             raise ConfigError(f"zip[{i}]: the lists must have equal lengths, got {lengths}")
         groups.append(values)
     _check_disjoint([*grid, *(k for g in groups for k in g)])
+    protocol = _protocol(raw.get("protocol"), [*base, *grid, *(k for g in groups for k in g)])
+    report = report_config(raw.get("report"))
 
     return SweepSpec(
         name=name,
@@ -158,7 +180,20 @@ def _parse_spec(raw: Any, path: Path | None) -> SweepSpec:
         base={k: _group_file(k, v, path) for k, v in base.items()},
         grid={k: [_group_file(k, v, path) for v in vs] for k, vs in grid.items()},
         zip=[{k: [_group_file(k, v, path) for v in vs] for k, vs in g.items()} for g in groups],
+        report=report,
+        protocol=protocol,
     )
+
+
+def _protocol(raw: Any, keys: list[str]) -> TwoStage | None:
+    """The two-stage protocol, whose seeds are the only ones: the spec must not set a seed key itself."""
+    protocol = two_stage(raw)
+    if protocol is not None:
+        for key in keys:
+            if key in SEED_KEYS:
+                raise ConfigError(f"{key}: with a protocol, its selection and confirmation seeds set "
+                                  f"{' and '.join(SEED_KEYS)}; leave them out of base, grid and zip")
+    return protocol
 
 
 def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
@@ -174,8 +209,27 @@ def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
         yield point
 
 
-def expand(spec: SweepSpec) -> list[Run]:
-    """Every run of the sweep, resolved and checked: one bad run fails the whole sweep before anything starts."""
+def stage_one(spec: SweepSpec) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """The points of the first stage with their stage: every point, on each selection seed under a protocol."""
+    if spec.protocol is None:
+        yield from ((point, None) for point in points(spec))
+        return
+    for point in points(spec):
+        for seed in spec.protocol.selection_seeds:
+            yield {**point, **seed_point(seed)}, SELECTION
+
+
+def confirmation_points(spec: SweepSpec, chosen: list[dict[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """Stage 2: each chosen point (its seed keys dropped) on each confirmation seed."""
+    assert spec.protocol is not None
+    stripped = list({json.dumps(p, sort_keys=True): p for p in
+                     ({k: v for k, v in c.items() if k not in SEED_KEYS} for c in chosen)}.values())
+    return [({**p, **seed_point(seed)}, CONFIRMATION) for p in stripped for seed in spec.protocol.confirmation_seeds]
+
+
+def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | None = None) -> list[Run]:
+    """Every run of the sweep (`staged`: these points with their stages; default the first stage), resolved and
+    checked: one bad run fails the whole sweep before anything starts."""
     runs: list[Run] = []
     seen: dict[str, dict[str, Any]] = {}
     where = spec.path or spec.name
@@ -184,7 +238,7 @@ def expand(spec: SweepSpec) -> list[Run]:
     except ConfigError as e:
         raise SpecError(f"{where}: base: {e}") from None
     preset = [spec.preset] if spec.preset else []
-    for point in points(spec):
+    for point, stage in stage_one(spec) if staged is None else staged:
         try:
             varied = [override(k, v) for k, v in point.items()]
             cfg = load_run_config(spec.preset, [*base, *varied, override("out_dir", PLACEHOLDER_OUT_DIR)])
@@ -196,7 +250,7 @@ def expand(spec: SweepSpec) -> list[Run]:
                 f"{where}: runs {describe(seen[rid])} and {describe(point)} resolve to the same configuration"
             )
         seen[rid] = point
-        runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg))
+        runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg, stage=stage))
     return runs
 
 

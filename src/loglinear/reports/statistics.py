@@ -1,0 +1,131 @@
+"""The statistics of a report, with `scipy.stats` wherever it has them (docs/reports.md says how each is read).
+
+- `wilson`: the Wilson score interval of a proportion k/n (solve rates);
+- `mcnemar_exact`: the exact McNemar test of paired binary outcomes, a two-sided binomial test on the
+  discordant pairs (mixer solved and baseline not, against the reverse);
+- `t_interval`: Student's t interval of a mean and the p-value of mean = 0 (paired differences of continuous
+  accuracy, and accuracy given solved), which assumes roughly normal values;
+- `kaplan_meier` and `logrank`: time to an event (steps until validation accuracy first passes a threshold),
+  right-censored at the step where a run ended without passing it;
+- `holm`: Holm-Bonferroni adjusted p-values over a family of tests (scipy has no Holm).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+LEVEL = 0.95
+ALPHA = 1 - LEVEL
+
+
+@dataclass(frozen=True)
+class Interval:
+    """An estimate with its interval at LEVEL, and the p-value of the estimate being 0 (None when not tested)."""
+
+    estimate: float
+    low: float
+    high: float
+    p: float | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """When a run first passed a threshold: `steps` trained, `reached` False if it had not when it ended
+    (right-censored at `steps`)."""
+
+    steps: float
+    reached: bool
+
+
+@dataclass(frozen=True)
+class SurvivalCurve:
+    """Kaplan-Meier estimate of P(not yet passed the threshold after `steps`), with its pointwise interval."""
+
+    steps: list[float]
+    fraction: list[float]
+    low: list[float]
+    high: list[float]
+
+    @property
+    def median(self) -> float:
+        """The first step where at most half the runs have not passed (inf when more than half never did)."""
+        return next((s for s, f in zip(self.steps, self.fraction, strict=True) if f <= 0.5), math.inf)
+
+
+def wilson(k: int, n: int) -> Interval | None:
+    """k/n with its Wilson score interval (None for n = 0)."""
+    if n == 0:
+        return None
+    ci = stats.binomtest(k, n).proportion_ci(LEVEL, method="wilson")
+    return Interval(k / n, float(ci.low), float(ci.high))
+
+
+def mcnemar_exact(only_first: int, only_second: int) -> float:
+    """Two-sided exact McNemar p-value from the discordant pairs: first succeeded and second failed
+    (`only_first`), and the reverse (1 without discordant pairs)."""
+    discordant = only_first + only_second
+    return 1.0 if discordant == 0 else float(stats.binomtest(only_first, discordant, 0.5).pvalue)
+
+
+def t_interval(values: Sequence[float]) -> Interval | None:
+    """The mean of `values` with Student's t interval and the p-value of mean = 0 (None for fewer than 2 values;
+    values all 0 have p = 1, values all equal to another number p = 0 and a zero-width interval)."""
+    if len(values) < 2:
+        return None
+    array = np.asarray(values, dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # zero variance: scipy's inf / nan, handled below
+        result = stats.ttest_1samp(array, 0.0)
+        ci = result.confidence_interval(LEVEL)
+    mean = float(array.mean())
+    if np.all(array == array[0]):
+        return Interval(mean, mean, mean, 1.0 if mean == 0 else 0.0)
+    return Interval(mean, float(ci.low), float(ci.high), float(result.pvalue))
+
+
+def _censored(events: Sequence[Event]) -> stats.CensoredData:
+    return stats.CensoredData(uncensored=[e.steps for e in events if e.reached],
+                              right=[e.steps for e in events if not e.reached])
+
+
+def kaplan_meier(events: Sequence[Event]) -> SurvivalCurve | None:
+    """The Kaplan-Meier curve of `events` (None without runs; flat at 1 when no run passed the threshold)."""
+    if not events:
+        return None
+    if not any(e.reached for e in events):
+        last = max(e.steps for e in events)
+        return SurvivalCurve([last], [1.0], [1.0], [1.0])
+    result = stats.ecdf(_censored(events)).sf
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the interval is undefined once the curve reaches 0
+        ci = result.confidence_interval(LEVEL)
+    fraction = result.probabilities.tolist()
+    low = np.nan_to_num(ci.low.probabilities, nan=0.0).tolist()
+    high = np.nan_to_num(ci.high.probabilities, nan=0.0).tolist()
+    return SurvivalCurve(result.quantiles.tolist(), fraction, low, high)
+
+
+def logrank(first: Sequence[Event], second: Sequence[Event]) -> float | None:
+    """Two-sided log-rank p-value of two groups' times to the threshold (None when a group is empty or no
+    run of either group passed it: the curves are then both flat)."""
+    if not first or not second or not any(e.reached for e in [*first, *second]):
+        return None
+    return float(stats.logrank(_censored(first), _censored(second)).pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm-Bonferroni adjusted p-values, in the order given: the i-th smallest of m p-values is multiplied
+    by m - i + 1 (i from 1), and an adjusted value is never below the one of a smaller p-value."""
+    m = len(pvalues)
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(sorted(range(m), key=lambda i: pvalues[i])):
+        running = max(running, min(1.0, (m - rank) * pvalues[index]))
+        adjusted[index] = running
+    return adjusted

@@ -1,0 +1,110 @@
+"""The `report` and `protocol` keys of a sweep spec (docs/reports.md has the protocol and the statistics).
+
+    report:                          # optional; every key optional
+      threshold: 0.99                # solved: test accuracy strictly above it (default runs.config.SOLVED)
+      plateau: 0.5                   # escaped the plateau: test accuracy strictly above it (default: not reported)
+      primary:                       # the one comparison declared in advance (the others are secondary)
+        mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
+        baseline: gated_deltanet            # or log_linear_mamba2[softplus]
+        test: solved                 # solved, escaped (McNemar), steps (log-rank) or accuracy (paired t)
+        cell: d_model=16             # the report's cell name, needed when the sweep has several cells
+        length: 160                  # state tracking: the comparison at one test length
+    protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
+      selection_seeds: [0, 1, 2]     # stage 1: every configuration; each arm's lr chosen on validation
+      confirmation_seeds: [3, 4, 5]  # stage 2: the chosen configurations only; the report's test accuracy
+
+A seed of the protocol sets both `train.seed` and `data.seed`, so the spec itself must not set them.
+Both mappings are typed: an unknown key or a value of the wrong kind is a ConfigError naming it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from loglinear.runs.config import SOLVED, ConfigError
+
+TESTS = ("solved", "escaped", "steps", "accuracy")
+"""What a comparison tests: solved and escaped (exact McNemar on paired outcomes), steps (log-rank on the steps
+to the threshold), accuracy (paired t interval of test accuracy)."""
+SELECTION, CONFIRMATION = "selection", "confirmation"
+SEED_KEYS = ("train.seed", "data.seed")
+
+
+@dataclass
+class Primary:
+    mixer: str
+    baseline: str
+    test: str = "solved"
+    cell: str | None = None
+    length: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.test not in TESTS:
+            raise ConfigError(f"primary.test must be one of {', '.join(TESTS)}, got {self.test!r}")
+
+
+@dataclass
+class ReportConfig:
+    threshold: float = SOLVED
+    plateau: float | None = None
+    primary: Primary | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("threshold", "plateau"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value < 1.0:
+                raise ConfigError(f"{name} must be an accuracy in [0, 1), got {value!r}")
+
+
+@dataclass
+class TwoStage:
+    selection_seeds: list[int]
+    confirmation_seeds: list[int]
+
+    def __post_init__(self) -> None:
+        for name in ("selection_seeds", "confirmation_seeds"):
+            if not getattr(self, name):
+                raise ConfigError(f"{name} must be a non-empty list of seeds")
+        shared = set(self.selection_seeds) & set(self.confirmation_seeds)
+        if shared:
+            raise ConfigError(f"seed(s) {sorted(shared)} are both selection and confirmation seeds")
+
+    def stage_of(self, seed: Any) -> str | None:
+        return SELECTION if seed in self.selection_seeds else CONFIRMATION if seed in self.confirmation_seeds else None
+
+
+def report_config(raw: Any) -> ReportConfig:
+    """The `report` mapping of a spec (or of a manifest) as a ReportConfig; None or {} gives the defaults."""
+    return _typed("report", raw or {}, ReportConfig)  # type: ignore[return-value]
+
+
+def two_stage(raw: Any) -> TwoStage | None:
+    """The `protocol` mapping of a spec (or of a manifest); None for the single-stage protocol."""
+    return None if raw is None else _typed("protocol", raw, TwoStage)  # type: ignore[return-value]
+
+
+def as_mapping(config: ReportConfig | TwoStage | None) -> dict[str, Any] | None:
+    """What the manifest records (read back by `report_config` and `two_stage`)."""
+    return None if config is None else asdict(config)
+
+
+def seed_point(seed: int) -> dict[str, int]:
+    """The varied values a protocol seed gives a run: `train.seed` and `data.seed`."""
+    return dict.fromkeys(SEED_KEYS, seed)
+
+
+def _typed(where: str, raw: Any, kind: type) -> object:
+    """`raw` checked against the dataclass `kind` (unknown keys, wrong kinds and missing keys are ConfigErrors)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where} must be a mapping, got {raw!r}")
+    try:
+        return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(kind), raw))
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    except (OmegaConfBaseException, ValueError) as e:
+        raise ConfigError(f"{where}: {str(e).splitlines()[0]}") from None
