@@ -137,13 +137,13 @@ def paired_comparisons(sweep: Sweep, score: Score = test_score) -> list[Pairing]
                 continue
             base = base_mixer(mixer)
             if base in by_mixer:
-                pairings.append(_pair(name, mixer, base, _select(by_mixer[mixer]), _select(by_mixer[base]), score))
+                pairings.append(pair(name, mixer, base, _select(by_mixer[mixer]), _select(by_mixer[base]), score))
             lambdas = {r.lambda_param for r in by_mixer[mixer]}
             if DEFAULT_LAMBDA in lambdas:
                 default = _select([r for r in by_mixer[mixer] if r.lambda_param == DEFAULT_LAMBDA])
                 for lam in sorted(lambdas - {DEFAULT_LAMBDA}):  # type: ignore[type-var]
                     chosen = _select([r for r in by_mixer[mixer] if r.lambda_param == lam])
-                    pairing = _pair(name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]", chosen, default, score)
+                    pairing = pair(name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]", chosen, default, score)
                     pairings.append(pairing)
     return pairings
 
@@ -215,7 +215,7 @@ def _select(records: list[Record]) -> Cell:
     return selected_cells(records, lambda r: None)[None]
 
 
-def _pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score) -> Pairing:
+def pair(cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score) -> Pairing:
     pairing = Pairing(cell, mixer, baseline, _label(mixer, chosen), _label(baseline, base))
     sides = []
     for label, side in ((pairing.mixer_label, chosen), (pairing.baseline_label, base)):

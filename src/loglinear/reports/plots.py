@@ -13,6 +13,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from loglinear.reports.frontier import frontier_series
 from loglinear.reports.results import THRESHOLD, Cell, Sweep, mean_std, slice_values
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.runs.folder import FINISHED
@@ -25,9 +26,10 @@ Drawing = Figure | str
 def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
     """Write every plot the sweep has data for; returns the files written and {plot: reason} for the others."""
     cells: Cells = sweep.cells()  # type: ignore[assignment]
+    drawings = {name: draw(cells) for name, draw in PLOTS.items()}
+    drawings[FRONTIER_PLOT] = mqar_frontier(sweep, cells)
     written, skipped = [], {}
-    for name, draw in PLOTS.items():
-        drawing = draw(cells)
+    for name, drawing in drawings.items():
         if isinstance(drawing, str):
             skipped[name] = drawing
             continue
@@ -108,6 +110,24 @@ def steps_to_threshold(cells: Cells) -> Drawing:
     return _finish(fig, [ax])
 
 
+def mqar_frontier(sweep: Sweep, cells: Cells) -> Drawing:
+    """MQAR: test accuracy against state size on a log axis, one line per architecture (frontier.py): all test
+    sets at the state of the longest, then one panel per number of key-value pairs at the state of its length."""
+    series = frontier_series(sweep, cells)  # type: ignore[arg-type]
+    if not series:
+        return "no finished MQAR run with a state size in its result.json"
+    fig, axes = _panels(len(series))
+    for ax, (panel, lines) in zip(axes, series.items(), strict=True):
+        for label, points in lines.items():
+            _errorbar(ax, label, points)
+        ax.set_xscale("log")
+        ax.set_xlabel("state size (numbers per sequence, all layers)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(0, 101)
+        ax.set_title("all test sets (state at the longest)" if panel == "all" else f"{panel} (state at its length)")
+    return _finish(fig, axes)
+
+
 def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing:
     """MQAR: one panel per d_model, one line per table row: mean ± std over seeds of a test slice metric."""
     panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
@@ -175,6 +195,7 @@ def _finish(fig: Figure, axes: list) -> Figure:
     return fig
 
 
+FRONTIER_PLOT = "mqar_frontier.png"
 PLOTS: dict[str, Callable[[Cells], Drawing]] = {
     "acc_vs_d_model.png": acc_vs_d_model,
     "mqar_acc_vs_kv_pairs.png": mqar_acc_vs_kv_pairs,

@@ -1,7 +1,8 @@
 """`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` (paired differences with
 intervals), `table.md` (the paper's table, runs above 99% and steps to 99%, the configurations behind it,
-the λ table, accuracy by test length, the missing or failed runs, then the paired differences ending
-with one sentence of what is significant) and PNG plots."""
+the λ table, accuracy by test length, the missing or failed runs, the paired differences ending with one
+sentence of what is significant, and the equal-state comparison when the sweep has one) and PNG plots
+(with the MQAR accuracy against state size)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loglinear.reports.frontier import equal_state_comparisons
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import MINUS, Pairing, paired_comparisons, signed, summary_sentence, unpairable_reason
 from loglinear.reports.plots import write_plots
@@ -45,12 +47,16 @@ TABLE = "table.md"
 CSV = "results.csv"
 PAIRED_CSV = "paired.csv"
 PAIRED_LENGTH_CSV = "paired_by_length.csv"
+STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
     "run_id", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task", *RESULT_COLUMNS,
-    "val_score", "test_score",
+    "val_score", "test_score", *(f"state_size_{kind}" for kind in STATE_KINDS),
 )
-"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions."""
+"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+`state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training length
+(then `.../seq_len=L` at each test length L, after the test metrics)."""
+
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the configuration (learning rate, and λ "
     "for a log-linear mixer) with the best mean validation accuracy in each cell (listed below): selected on "
@@ -136,6 +142,9 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: dict[int, li
         parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length), LENGTH_PAIRED_NOTE]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired differences (test accuracy)\n", paired_lines(sweep, pairings)]
+    equal_state = equal_state_comparisons(sweep, cells)
+    if equal_state:
+        parts += ["## Equal-state comparison (test accuracy)\n", comparison_lines(EQUAL_STATE_NOTE, equal_state)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
@@ -186,13 +195,27 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing]) -> str:
     """One line per comparison, then one sentence of what is and is not significant."""
     if not pairings:
         return f"No paired comparison: {unpairable_reason(sweep)}."
-    lines = [PAIRED_NOTE, ""] + [f"- {p.cell}: {p.sentence()}" for p in pairings]
+    return comparison_lines(PAIRED_NOTE, pairings)
+
+
+def comparison_lines(note: str, pairings: list[Pairing]) -> str:
+    """`note`, one line per comparison, then one sentence of what is and is not significant."""
+    lines = [note, ""] + [f"- {p.cell}: {p.sentence()}" for p in pairings]
     paired = [p for p in pairings if p.reason is None]
     if paired:
         lines += ["", summary_sentence(paired)]
     else:
         lines += ["", "No comparison has a pair of runs (the reasons are above), so nothing here is significant."]
     return "\n".join(lines)
+
+
+EQUAL_STATE_NOTE = (
+    "Each log-linear model against the base model of its d_model whose state is the smallest at least as large "
+    "(numbers its decoder holds per sequence over all layers at the longest test length; `mqar_frontier.png` "
+    "draws every cell): log-linear − base test accuracy in percentage points, paired by seed, each side at its "
+    "own selected configuration, with a 95% Student-t interval over the seeds. Significant only when the "
+    "interval excludes 0."
+)
 
 
 def length_paired_table(sweep: Sweep, by_length: dict[int, list[Pairing]]) -> str:
@@ -299,20 +322,25 @@ def missing_runs(sweep: Sweep) -> str:
 
 
 def write_csv(sweep: Sweep, path: Path) -> None:
-    """One row per expected run: the fixed columns, every test metric, then the varied keys."""
+    """One row per expected run: the fixed columns, every test metric, the state sizes at each test length,
+    then the varied keys."""
     metrics = sorted({k for r in sweep.records for k in r.test})
+    lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
+    states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*CSV_COLUMNS, *metrics, *varied])
+        writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
         for r in sweep.records:
             fixed = {
                 "run_id": r.run_id, "status": r.status, "mixer": r.mixer, "lambda_param": r.get(LAMBDA_KEY),
                 "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
                 "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
                 "val_score": r.val_score, "test_score": r.test_score,
+                **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
             }
             writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+                            + [_csv(r.state_at(n, kind)) for kind, n in states]
                             + [_csv(r.point.get(k)) for k in varied])
 
 

@@ -9,8 +9,9 @@ The run directory (`cfg.out_dir`) holds:
                  validation schedule it would have seen (batches are keyed by (seed, step));
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold`, `params`,
-                 `wall_time_s`, `peak_memory_bytes` (the most GPU memory torch held for tensors
-                 during this session of the run, `torch.cuda.max_memory_allocated`; null off CUDA),
+                 `wall_time_s`, `state_size` (runs/state_size.py), `peak_memory_bytes` (the most GPU
+                 memory torch held for tensors during this session of the run,
+                 `torch.cuda.max_memory_allocated`; null off CUDA),
                  the final validation and test metrics (per slice), and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
@@ -53,6 +54,7 @@ from loglinear.runs.folder import (
     write_text_atomic,
 )
 from loglinear.runs.interrupt import Interrupted
+from loglinear.runs.state_size import state_size_summary
 
 
 def _jsonable(x: Any) -> Any:
@@ -153,6 +155,7 @@ def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
         report = model.param_report()
         summary["params"] = report.total
         summary["param_report"] = {k: getattr(report, k) for k in vars(report)}
+        summary["state_size"] = state_size_summary(model, cfg.data)
     return summary
 
 
