@@ -53,6 +53,7 @@ from loglinear.runs.folder import (
     write_json_atomic,
     write_text_atomic,
 )
+from loglinear.runs.init_from import load_initial_weights
 from loglinear.runs.interrupt import Interrupted
 from loglinear.runs.state_size import state_size_summary
 
@@ -190,6 +191,8 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     datamodule = SyntheticDataModule(cfg.data)
     set_names = {"val": datamodule.val_set_names, "test": datamodule.test_set_names}
     module = LitLanguageModel(cfg.model, cfg.train, set_names)
+    if cfg.train.init_from is not None and resume is None:  # a resumed run has its own weights
+        load_initial_weights(module.model, cfg.train.init_from)
     threshold = cfg.train.early_stop_threshold
     tracker = RunTracker(threshold, metrics)
     callbacks: list[Any] = [
