@@ -26,11 +26,26 @@ def test_the_cpu_preset_sets_attention_heads_only():
     assert attention.blocks[0].mixer.n_heads == 4
 
 
-def test_zoology_preset_trains_as_zoology():
-    train = load_run_config(CONFIGS / "mqar_zoology.yaml").train
+@pytest.mark.parametrize("preset", ["mqar_paper.yaml", "mqar_zoology.yaml"])
+def test_paper_and_zoology_presets_train_as_zoology(preset):
+    train = load_run_config(CONFIGS / preset).train
     assert (train.beta1, train.beta2, train.weight_decay) == (0.9, 0.999, 0.1)
     assert (train.warmup_steps, train.grad_clip, train.min_lr_ratio, train.early_stop_threshold) == (0, 0.0, 0.0, 0.99)
-    assert load_run_config(CONFIGS / "mqar_zoology.yaml").data == load_run_config(CONFIGS / "mqar_paper.yaml").data
+
+
+def test_the_paper_preset_is_the_based_mix_and_the_256_variant_keeps_its_name():
+    """zoology's Based training mix, its test sets up to 256 tokens; the all-256 mix as the named variant."""
+    data = load_run_config(CONFIGS / "mqar_paper.yaml").data
+    assert [(c["seq_len"], c["num_kv_pairs"], c["weight"]) for c in data.mixture] == [
+        (64, 4, 100000), (128, 8, 20000), (256, 16, 20000), (256, 32, 20000), (256, 64, 20000)]
+    assert [(s["seq_len"], s["num_kv_pairs"]) for s in data.eval_sets] == [
+        (64, 4), (64, 8), (64, 16), (128, 32), (256, 64)]
+    assert data.validate_on == "eval_sets" and data.batch_size == 256
+    based = load_run_config(CONFIGS / "mqar_paper.yaml", ["data=data/mqar_based.yaml"]).data
+    assert based.mixture == data.mixture and based.eval_sets[:5] == data.eval_sets
+    variant = load_run_config(CONFIGS / "mqar_paper_256.yaml").data
+    assert variant.task_args["seq_len"] == 256 and list(variant.task_args["num_kv_pairs"]) == [4, 8, 16, 32, 64]
+    assert load_run_config(CONFIGS / "mqar_zoology.yaml").data == variant
 
 
 def test_demo_pairs_every_architecture_over_the_same_seeds():
