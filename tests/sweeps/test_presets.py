@@ -109,3 +109,30 @@ def test_parity_follow_up_uses_fresh_seeds_and_the_same_protocol():
         same = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=1),
                                    data=dataclasses.replace(cfg.data, seed=1), out_dir=reference.out_dir)
         assert same == reference
+
+
+def test_state_study_is_state_limited_with_an_equal_state_arm():
+    """The header's numbers: key dim 8 against 16 pairs, 5 shared seeds per arm, and a Mamba-2 whose state is
+    the smallest at least as large as log-linear Mamba-2's at the test length (64 tokens)."""
+    runs = expand(load_spec(CONFIGS / "sweeps" / "mqar_state_cpu.yaml"))
+    assert len(runs) == 30
+    arms: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    for run in runs:
+        cfg = run.config
+        arms.setdefault((cfg.model.mixer, cfg.model.state_dim), []).append((cfg.train.seed, cfg.data.seed))
+        assert max(s["num_kv_pairs"] for s in cfg.data.eval_sets) == 16 and cfg.model.attention_heads == 1
+    assert len(arms) == 6 and all(seeds == [(s, s) for s in range(5)] for seeds in arms.values())
+
+    def state(mixer, state_dim, built_with=None):
+        cfg = next(r.config for r in runs if (r.config.model.mixer, r.config.model.state_dim) == (mixer, state_dim))
+        fields = dataclasses.asdict(cfg.model) | ({} if built_with is None else {"state_dim": built_with})
+        model = build_model(ModelConfig.from_mapping(fields))
+        return model.blocks[0].mixer, model.blocks[0].mixer.state_size(64)
+
+    for mixer in ("mamba2", "gated_deltanet"):
+        base, _ = state(mixer, 8)
+        assert base.key_dim == 8  # 16 pairs are twice the key dimension
+    _, log_linear = state("log_linear_mamba2", 8)
+    _, equal = state("mamba2", 49)
+    _, smaller = state("mamba2", 8, built_with=48)
+    assert (log_linear, equal) == (1936, 1958) and smaller < log_linear <= equal
