@@ -112,16 +112,18 @@ def test_parity_follow_up_uses_fresh_seeds_and_the_same_protocol():
 
 
 def test_state_study_is_state_limited_with_an_equal_state_arm():
-    """The header's numbers: key dim 8 against 16 pairs, 5 shared seeds per arm, and a Mamba-2 whose state is
-    the smallest at least as large as log-linear Mamba-2's at the test length (64 tokens)."""
+    """The header's numbers: key dim 8 against 16 pairs, 5 shared seeds per arm and rate, and a Mamba-2 whose
+    state is the smallest at least as large as log-linear Mamba-2's at the test length (64 tokens)."""
     runs = expand(load_spec(CONFIGS / "sweeps" / "mqar_state_cpu.yaml"))
-    assert len(runs) == 30
-    arms: dict[tuple[str, int], list[tuple[int, int]]] = {}
+    assert len(runs) == 45
+    arms: dict[tuple[str, int, float], list[tuple[int, int]]] = {}
     for run in runs:
         cfg = run.config
-        arms.setdefault((cfg.model.mixer, cfg.model.state_dim), []).append((cfg.train.seed, cfg.data.seed))
+        arm = (cfg.model.mixer, cfg.model.state_dim, cfg.train.lr)
+        arms.setdefault(arm, []).append((cfg.train.seed, cfg.data.seed))
         assert max(s["num_kv_pairs"] for s in cfg.data.eval_sets) == 16 and cfg.model.attention_heads == 1
-    assert len(arms) == 6 and all(seeds == [(s, s) for s in range(5)] for seeds in arms.values())
+    assert len({(m, n) for m, n, _ in arms}) == 6 and all(s == [(i, i) for i in range(5)] for s in arms.values())
+    assert {lr for m, _, lr in arms if "mamba2" in m} == {3.0e-3, 1.0e-2}
 
     def state(mixer, state_dim, built_with=None):
         cfg = next(r.config for r in runs if (r.config.model.mixer, r.config.model.state_dim) == (mixer, state_dim))
