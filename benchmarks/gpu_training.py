@@ -1,4 +1,4 @@
-"""GPU training end to end: every mixer on configs/mqar_paper.yaml with `model.impl=auto` (on CUDA the fused
+"""GPU training end to end: every mixer on configs/mqar_paper_256.yaml with `model.impl=auto` (on CUDA the fused
 Triton kernels) and with `model.impl=chunk` (the chunkwise torch path), same seed, same data.
 
     python3 -m benchmarks.gpu_training                      # CUDA: writes its section of RESULTS.md
@@ -61,7 +61,7 @@ from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.runs.train import train
 
 SECTION = "GPU training: impl auto vs chunk"
-PRESET = "configs/mqar_paper.yaml"
+PRESET = "configs/mqar_paper_256.yaml"
 VAL_EVERY = 25
 """Steps between validations, and so between logged losses (a tenth of the steps in shorter runs)."""
 ROUNDING_FLOOR = 2.0**-7

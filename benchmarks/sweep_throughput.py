@@ -5,7 +5,7 @@ local runner (`loglinear sweep run --runs-per-gpu K`) for K = 1, 2, 4, 8, 16 run
     python3 -m benchmarks.sweep_throughput --ks 1 4 16 --steps 300
     python3 -m benchmarks.sweep_throughput --quick   # any device: tiny runs, --workers 1 and 2, print only (CPU: 1 min)
 
-The sweep: configs/mqar_paper.yaml (batch 256, T 256, vocabulary 8192, 2 layers) with the four recurrent
+The sweep: configs/mqar_paper_256.yaml (batch 256, T 256, vocabulary 8192, 2 layers) with the four recurrent
 mixers x d_model {16, 64} x seeds {0, 1} = 16 runs (720 of the 840 runs of the paper's sweep are
 recurrent), `--steps` (200) steps each at lr 1e-3, a validation every 100 steps, no early stopping, wandb
 off. Every K trains the same 16 runs from scratch into a folder of its own, through `run_local`, the
@@ -69,7 +69,7 @@ QUICK_DATA = {"data.batch_size": 16, "data.task_args.seq_len": 64, "data.task_ar
 def sweep_spec(steps: int, quick: bool, seeds: list[int]) -> SweepSpec:
     """The benchmark sweep with `steps` steps a run (quick: tiny data, d_model 16 only)."""
     base = {
-        "preset": "mqar_paper.yaml", "train.max_steps": steps, "train.warmup_steps": max(1, steps // 10),
+        "preset": "mqar_paper_256.yaml", "train.max_steps": steps, "train.warmup_steps": max(1, steps // 10),
         "train.val_every": min(100, steps), "train.early_stop_threshold": None, "logger.wandb.mode": "disabled",
         **(QUICK_DATA if quick else {}),
     }
@@ -116,7 +116,7 @@ def describe(args: argparse.Namespace, spec: SweepSpec, done: int, gpus: list[st
     where = f"{len(gpus)} GPU(s) visible" if gpus else "no GPU: K is --workers"
     grid = " x ".join(f"{key} {'/'.join(map(str, values))}" for key, values in spec.grid.items())
     return (
-        f"{partial}{len(expand(spec))} runs of `configs/mqar_paper.yaml`{' (tiny data)' if args.quick else ''}: "
+        f"{partial}{len(expand(spec))} runs of `configs/mqar_paper_256.yaml`{' (tiny data)' if args.quick else ''}: "
         f"{grid}; {args.steps} steps each, a validation every {min(100, args.steps)} steps, no early stopping, wandb "
         f"off; {where}; torch {torch.__version__}. Wall time of `run_local` after a warm-up sweep that filled "
         f"Triton's cache (benchmarks/sweep_throughput.py's docstring: the start-up of each run makes these speed-ups "

@@ -126,7 +126,8 @@ def test_plots_are_written_when_their_data_exists(tmp_path):
     report = write_report(paper_sweep(tmp_path))
     names = {p.name for p in report.written}
     assert {"acc_vs_d_model.png", "acc_vs_lr.png", "table.md", "results.csv"} <= names
-    assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png", "kaplan_meier.png"}
+    assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png", "kaplan_meier.png",
+                                   "mqar_frontier.png"}
     for name in ("acc_vs_d_model.png", "acc_vs_lr.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 

@@ -71,6 +71,16 @@ def test_a_finished_run_is_not_redone(tmp_path):
     assert (tmp_path / "run" / "result.json").stat().st_mtime_ns == stamp
 
 
+def test_the_result_carries_the_state_size_at_the_training_and_test_lengths(tmp_path):
+    """Attention, 2 layers of d_model 32: keys and values, 2 * 32 * T numbers per layer after T tokens."""
+    result = train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
+    assert result["state_size"] == {
+        "train_seq_len": 8, "test_seq_lens": [8, 16],
+        "per_layer": {"8": 2 * 32 * 8, "16": 2 * 32 * 16}, "total": {"8": 2 * 2 * 32 * 8, "16": 2 * 2 * 32 * 16},
+    }
+    assert read_result(tmp_path / "run")["state_size"] == result["state_size"]
+
+
 def test_peak_gpu_memory_is_null_off_cuda(tmp_path):
     result = train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "train.accelerator=cpu"))
     assert "peak_memory_bytes" in result and result["peak_memory_bytes"] is None

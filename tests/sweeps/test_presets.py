@@ -26,11 +26,26 @@ def test_the_cpu_preset_sets_attention_heads_only():
     assert attention.blocks[0].mixer.n_heads == 4
 
 
-def test_zoology_preset_trains_as_zoology():
-    train = load_run_config(CONFIGS / "mqar_zoology.yaml").train
+@pytest.mark.parametrize("preset", ["mqar_paper.yaml", "mqar_zoology.yaml"])
+def test_paper_and_zoology_presets_train_as_zoology(preset):
+    train = load_run_config(CONFIGS / preset).train
     assert (train.beta1, train.beta2, train.weight_decay) == (0.9, 0.999, 0.1)
     assert (train.warmup_steps, train.grad_clip, train.min_lr_ratio, train.early_stop_threshold) == (0, 0.0, 0.0, 0.99)
-    assert load_run_config(CONFIGS / "mqar_zoology.yaml").data == load_run_config(CONFIGS / "mqar_paper.yaml").data
+
+
+def test_the_paper_preset_is_the_based_mix_and_the_256_variant_keeps_its_name():
+    """zoology's Based training mix, its test sets up to 256 tokens; the all-256 mix as the named variant."""
+    data = load_run_config(CONFIGS / "mqar_paper.yaml").data
+    assert [(c["seq_len"], c["num_kv_pairs"], c["weight"]) for c in data.mixture] == [
+        (64, 4, 100000), (128, 8, 20000), (256, 16, 20000), (256, 32, 20000), (256, 64, 20000)]
+    assert [(s["seq_len"], s["num_kv_pairs"]) for s in data.eval_sets] == [
+        (64, 4), (64, 8), (64, 16), (128, 32), (256, 64)]
+    assert data.validate_on == "eval_sets" and data.batch_size == 256
+    based = load_run_config(CONFIGS / "mqar_paper.yaml", ["data=data/mqar_based.yaml"]).data
+    assert based.mixture == data.mixture and based.eval_sets[:5] == data.eval_sets
+    variant = load_run_config(CONFIGS / "mqar_paper_256.yaml").data
+    assert variant.task_args["seq_len"] == 256 and list(variant.task_args["num_kv_pairs"]) == [4, 8, 16, 32, 64]
+    assert load_run_config(CONFIGS / "mqar_zoology.yaml").data == variant
 
 
 def test_demo_pairs_every_architecture_over_the_same_seeds():
@@ -94,3 +109,32 @@ def test_parity_follow_up_uses_fresh_seeds_and_the_same_protocol():
         same = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=1),
                                    data=dataclasses.replace(cfg.data, seed=1), out_dir=reference.out_dir)
         assert same == reference
+
+
+def test_state_study_is_state_limited_with_an_equal_state_arm():
+    """The header's numbers: key dim 8 against 16 pairs, 5 shared seeds per arm and rate, and a Mamba-2 whose
+    state is the smallest at least as large as log-linear Mamba-2's at the test length (64 tokens)."""
+    runs = expand(load_spec(CONFIGS / "sweeps" / "mqar_state_cpu.yaml"))
+    assert len(runs) == 45
+    arms: dict[tuple[str, int, float], list[tuple[int, int]]] = {}
+    for run in runs:
+        cfg = run.config
+        arm = (cfg.model.mixer, cfg.model.state_dim, cfg.train.lr)
+        arms.setdefault(arm, []).append((cfg.train.seed, cfg.data.seed))
+        assert max(s["num_kv_pairs"] for s in cfg.data.eval_sets) == 16 and cfg.model.attention_heads == 1
+    assert len({(m, n) for m, n, _ in arms}) == 6 and all(s == [(i, i) for i in range(5)] for s in arms.values())
+    assert {lr for m, _, lr in arms if "mamba2" in m} == {3.0e-3, 1.0e-2}
+
+    def state(mixer, state_dim, built_with=None):
+        cfg = next(r.config for r in runs if (r.config.model.mixer, r.config.model.state_dim) == (mixer, state_dim))
+        fields = dataclasses.asdict(cfg.model) | ({} if built_with is None else {"state_dim": built_with})
+        model = build_model(ModelConfig.from_mapping(fields))
+        return model.blocks[0].mixer, model.blocks[0].mixer.state_size(64)
+
+    for mixer in ("mamba2", "gated_deltanet"):
+        base, _ = state(mixer, 8)
+        assert base.key_dim == 8  # 16 pairs are twice the key dimension
+    _, log_linear = state("log_linear_mamba2", 8)
+    _, equal = state("mamba2", 49)
+    _, smaller = state("mamba2", 8, built_with=48)
+    assert (log_linear, equal) == (1936, 1958) and smaller < log_linear <= equal

@@ -6,7 +6,7 @@
 
 from loglinear.kernels.api import IMPLS, log_linear_attn, log_linear_attn_step
 from loglinear.kernels.checks import value_checks
-from loglinear.kernels.fenwick import fenwick_level, level_matrix, num_levels
+from loglinear.kernels.fenwick import fenwick_level, level_matrix, num_levels, occupied_levels
 from loglinear.kernels.state import LogLinearState
 
 __all__ = [
@@ -17,5 +17,6 @@ __all__ = [
     "log_linear_attn",
     "log_linear_attn_step",
     "num_levels",
+    "occupied_levels",
     "value_checks",
 ]

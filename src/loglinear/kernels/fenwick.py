@@ -17,6 +17,15 @@ def num_levels(n: int) -> int:
     return 1 if n <= 1 else (n - 1).bit_length() + 1
 
 
+def occupied_levels(n: int) -> int:
+    """Levels holding keys after n >= 1 tokens (positions 0..n-1): level 0 holds the last token and level
+    l >= 1 a block of 2^(l-1) keys exactly when bit l-1 of n-1 is set, so 1 + popcount(n - 1), at most
+    num_levels(n) (reached when n is a power of two)."""
+    if n < 1:
+        raise ValueError(f"occupied_levels needs n >= 1 tokens, got {n}")
+    return 1 + (n - 1).bit_count()
+
+
 def fenwick_level(t: int, s: int) -> int:
     """Level of key position s seen from query position t (0 <= s <= t): 0 if s == t, else bit_length(t ^ s)."""
     if not 0 <= s <= t:

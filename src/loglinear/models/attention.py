@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from loglinear.checks import check_int
 from loglinear.models.layers import apply_rope
 from loglinear.models.mixer import Mixer
 
@@ -72,6 +73,11 @@ class Attention(Mixer):
         return KVCache(
             torch.zeros(shape, device=device, dtype=dtype), torch.zeros(shape, device=device, dtype=dtype), 0
         )
+
+    def state_size(self, seq_len: int) -> int:
+        """Keys and values of `seq_len` tokens: 2 * heads * head dim * seq_len (the filled part of the cache)."""
+        check_int("seq_len", seq_len, minimum=1)
+        return 2 * self.n_heads * self.head_dim * seq_len
 
     def step(self, x_t: Tensor, cache: KVCache) -> tuple[Tensor, KVCache]:
         t = cache.length

@@ -155,6 +155,10 @@ class LanguageModel(nn.Module):
             layers.append(layer_cache)
         return self.lm_head(self.norm(h)), DecodeCache(layers, cache.position + 1, cache.max_len)
 
+    def state_sizes(self, seq_len: int) -> list[int]:
+        """Per layer, the numbers one sequence's decoding cache holds after `seq_len` tokens (`Mixer.state_size`)."""
+        return [block.mixer.state_size(seq_len) for block in self.blocks]
+
     def param_report(self) -> ParamReport:
         mixers = [b.mixer for b in self.blocks]
         mlps: list[nn.Module | None] = [b.mlp for b in self.blocks]

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step, value_checks
+from loglinear.checks import check_int
+from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step, occupied_levels, value_checks
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import ShortConv
 from loglinear.models.mixer import Mixer
@@ -132,6 +133,22 @@ class LinearAttentionMixer(Mixer):
         )
         sign = torch.ones(batch_size, self.n_heads, device=device, dtype=dtype) if self.signed_decay else None
         return RecurrentCache(self.conv.init_state(batch_size, device=device, dtype=dtype), state, sign)
+
+    def state_size(self, seq_len: int) -> int:
+        """What `RecurrentCache` holds for one sequence: the short convolution's last conv_size - 1 inputs, the
+        sign product of a signed decay, and H x V x K per level state: one level for a base mixer, the Fenwick
+        levels occupied after seq_len tokens (kernels.fenwick.occupied_levels) with a lambda head."""
+        check_int("seq_len", seq_len, minimum=1)
+        levels = 1
+        if self.lambda_head is not None:
+            if seq_len > self.lambda_head.max_len:
+                raise ValueError(
+                    f"seq_len={seq_len} is longer than the model serves (max_len {self.lambda_head.max_len})"
+                )
+            levels = occupied_levels(seq_len)
+        conv = self.conv.weight.shape[0] * (self.conv.kernel_size - 1)
+        sign = self.n_heads if self.signed_decay else 0
+        return conv + sign + levels * self.n_heads * self.value_dim * self.key_dim
 
     def step(self, x_t: Tensor, cache: RecurrentCache) -> tuple[Tensor, RecurrentCache]:
         conv_in, rest = self._project(x_t)

@@ -29,6 +29,9 @@ class Mixer(nn.Module):
                   applies to it).
     transitions:  whether it has recurrent state transitions (`model.negative_eigenvalues` applies to it).
     num_heads(cfg): how many heads it has under a ModelConfig.
+
+    `state_size(seq_len)` counts the numbers one sequence's decoding cache holds in this layer after
+    `seq_len` tokens (docs/runs.md, "State size"); tests/models/test_state_size.py counts the real cache.
     """
 
     name: ClassVar[str]
@@ -58,6 +61,10 @@ class Mixer(nn.Module):
         raise NotImplementedError
 
     def step(self, x_t: Tensor, cache: Any) -> tuple[Tensor, Any]:
+        raise NotImplementedError
+
+    def state_size(self, seq_len: int) -> int:
+        """Floating-point numbers the decoder of this layer holds for one sequence after `seq_len` >= 1 tokens."""
         raise NotImplementedError
 
     def lambda_parameter_count(self) -> int:

@@ -40,7 +40,7 @@ from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import Primary
 
 COLUMNS = (
-    "cell", "mixer", "baseline", "candidates_mixer", "candidates_baseline", "n_pairs",
+    "cell", "mixer", "baseline", "equal_state", "candidates_mixer", "candidates_baseline", "n_pairs",
     "solved_mixer", "solved_baseline", "only_mixer_solved", "only_baseline_solved", "p_solved",
     "escaped_mixer", "escaped_baseline", "p_escaped", "p_steps",
     "mean_diff", "ci_low", "ci_high", "p_accuracy", "wins", "losses", "left_out",
@@ -70,6 +70,8 @@ class Pairing:
     passages: tuple[list[Event], list[Event]] = ([], [])
     left_out: list[tuple[Any, ...]] = field(default_factory=list)
     reason: str | None = None
+    equal_state: bool = False
+    """A comparison with the base model whose state is at least as large (frontier.py), not the same-size one."""
 
     @property
     def n_pairs(self) -> int:
@@ -117,7 +119,7 @@ class Pairing:
 
     def matches(self, primary: Primary) -> bool:
         return (primary.mixer, primary.baseline) == (self.mixer, self.baseline) and primary.length == self.length \
-            and primary.cell in (None, self.cell)
+            and primary.cell in (None, self.cell) and primary.equal_state == self.equal_state
 
     def row(self, family: list[TestResult]) -> dict[str, Any]:
         """The `COLUMNS` of paired.csv (None where a test does not apply), with this comparison's Holm results."""
@@ -127,7 +129,8 @@ class Pairing:
         solved = self.outcomes(self.threshold)
         escaped = self.outcomes(self.plateau) if self.plateau is not None else (None, None)
         row = {
-            "cell": self.cell, "mixer": self.mixer, "baseline": self.baseline, "candidates_mixer": self.candidates[0],
+            "cell": self.cell, "mixer": self.mixer, "baseline": self.baseline, "equal_state": self.equal_state,
+            "candidates_mixer": self.candidates[0],
             "candidates_baseline": self.candidates[1], "n_pairs": self.n_pairs,
             "solved_mixer": solved[0], "solved_baseline": solved[1], "only_mixer_solved": solved[2],
             "only_baseline_solved": solved[3], "escaped_mixer": escaped[0], "escaped_baseline": escaped[1],
@@ -205,12 +208,12 @@ def paired_comparisons(sweep: Sweep, score: Score = test_score, length: int | No
             default = DEFAULT_LAMBDA if DEFAULT_LAMBDA in lambdas else (lambdas[0] if len(lambdas) == 1 else None)
             base = base_mixer(mixer)
             if default is not None and (base, None) in arms:
-                pairings.append(_pair(sweep, name, mixer, base, arms[(mixer, default)], arms[(base, None)],  # type: ignore[arg-type]
+                pairings.append(pair(sweep, name, mixer, base, arms[(mixer, default)], arms[(base, None)],  # type: ignore[arg-type]
                                       score, length))
             if DEFAULT_LAMBDA in lambdas:
                 for lam in lambdas:
                     if lam != DEFAULT_LAMBDA:
-                        pairings.append(_pair(sweep, name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]",
+                        pairings.append(pair(sweep, name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]",
                                               arms[(mixer, lam)], arms[(mixer, DEFAULT_LAMBDA)], score, length))
     return pairings
 
@@ -229,7 +232,7 @@ def cell_name(sweep: Sweep, rest: tuple[str, ...], d_model: int) -> str:
     return ", ".join([*parts, f"d_model={d_model}"])
 
 
-def _pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score,
+def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score,
           length: int | None) -> Pairing:
     report = sweep.report
     pairing = Pairing(cell, mixer, baseline, _label(mixer), _label(baseline), report.threshold, report.plateau,

@@ -14,6 +14,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from loglinear.reports.frontier import frontier_series
 from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, mean_std, slice_values
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.reports.statistics import kaplan_meier
@@ -171,6 +172,24 @@ def _arm_name(sweep: Sweep, record: Record) -> str:
     return " / ".join(keys)
 
 
+def mqar_frontier(sweep: Sweep) -> Drawing:
+    """MQAR: test accuracy against state size on a log axis, one line per architecture (frontier.py): all test
+    sets at the state of the longest, then one panel per number of key-value pairs at the state of its length."""
+    series = frontier_series(sweep, sweep.cells())  # type: ignore[arg-type]
+    if not series:
+        return "no finished MQAR run with a state size in its result.json"
+    fig, axes = _panels(len(series))
+    for ax, (panel, lines) in zip(axes, series.items(), strict=True):
+        for label, points in lines.items():
+            _errorbar(ax, label, points)
+        ax.set_xscale("log")
+        ax.set_xlabel("state size (numbers per sequence, all layers)")
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(0, 101)
+        ax.set_title("all test sets (state at the longest)" if panel == "all" else f"{panel} (state at its length)")
+    return _finish(fig, axes)
+
+
 def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing:
     """MQAR: one panel per d_model, one line per table row: mean ± std over seeds of a test slice metric."""
     panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
@@ -244,4 +263,5 @@ PLOTS: dict[str, Callable[[Sweep], Drawing]] = {
     "mqar_acc_vs_kv_pairs.png": mqar_acc_vs_kv_pairs,
     "acc_vs_seq_len.png": acc_vs_seq_len,
     "kaplan_meier.png": kaplan_meier_plot,
+    "mqar_frontier.png": mqar_frontier,
 }

@@ -2,7 +2,8 @@
 (the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
 solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
 them, accuracy by test length, the missing or failed runs, then the comparisons ending with what survives
-Holm) and PNG plots. docs/reports.md describes the protocol and the statistics."""
+Holm, and the equal-state comparison when the sweep has one) and PNG plots (with the MQAR
+accuracy against state size). docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loglinear.reports.frontier import equal_state_comparisons
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import (
     MINUS,
@@ -50,12 +52,16 @@ TABLE = "table.md"
 CSV = "results.csv"
 PAIRED_CSV = "paired.csv"
 PAIRED_LENGTH_CSV = "paired_by_length.csv"
+STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
-    *RESULT_COLUMNS, "val_score", "test_score",
+    *RESULT_COLUMNS, "val_score", "test_score", *(f"state_size_{kind}" for kind in STATE_KINDS),
 )
-"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions."""
+"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+`state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training length
+(then `.../seq_len=L` at each test length L, after the test metrics)."""
+
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with the best mean "
     "validation accuracy in each cell (listed below with the number of learning rates it was chosen from; every "
@@ -79,6 +85,13 @@ PAIRED_NOTE = (
     "stay on a plateau. `Holm`: the p-value adjusted by Holm-Bonferroni over all {n} tests of this report "
     "(family-wise error 5%); `survives`: adjusted p <= 0.05. The primary comparison was declared by the spec before "
     "the runs."
+)
+
+EQUAL_STATE_NOTE = (
+    "Each log-linear model against the base model of its d_model whose state is the smallest at least as large "
+    "(numbers its decoder holds per sequence over all layers at the longest test length; `mqar_frontier.png` "
+    "draws every cell), paired by seed, each side at its own selected learning rate, with the tests of the "
+    "paired comparisons above, in the same Holm family."
 )
 
 LENGTH_NOTE = (
@@ -116,11 +129,12 @@ def write_report(out: str | Path) -> Report:
     sweep = load_sweep(out)
     pairings = paired_comparisons(sweep)
     by_length = length_pairings(sweep)
-    family = holm_family([*pairings, *by_length], sweep.report.primary)
-    table = render_tables(sweep, pairings, by_length, family)
+    equal_state = equal_state_comparisons(sweep, sweep.cells())
+    family = holm_family([*pairings, *by_length, *equal_state], sweep.report.primary)
+    table = render_tables(sweep, pairings, by_length, family, equal_state)
     (out / TABLE).write_text(table)
     write_csv(sweep, out / CSV)
-    write_paired_csv(pairings, family, out / PAIRED_CSV)
+    write_paired_csv([*pairings, *equal_state], family, out / PAIRED_CSV)
     files = [out / CSV, out / PAIRED_CSV, out / TABLE]
     if by_length:
         write_paired_csv(by_length, family, out / PAIRED_LENGTH_CSV)
@@ -137,7 +151,8 @@ def length_pairings(sweep: Sweep) -> list[Pairing]:
     return [p for n in lengths for p in paired_comparisons(sweep, score=accuracy_at(n), length=n)]
 
 
-def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing], family: list[TestResult]) -> str:
+def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing], family: list[TestResult],
+                  equal_state: list[Pairing] = ()) -> str:
     cells = sweep.cells()
     report = sweep.report
     pct = _pct(report.threshold)
@@ -161,6 +176,9 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
                   LENGTH_PAIRED_NOTE.format(pct=pct)]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
+    if equal_state:
+        parts += ["## Equal-state comparison\n", EQUAL_STATE_NOTE, "",
+                  "\n".join(f"- {comparison_line(p, family)}" for p in equal_state)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
@@ -369,12 +387,15 @@ def missing_runs(sweep: Sweep) -> str:
 
 
 def write_csv(sweep: Sweep, path: Path) -> None:
-    """One row per expected run: the fixed columns, every test metric, then the varied keys."""
+    """One row per expected run: the fixed columns, every test metric, the state sizes at each test length,
+    then the varied keys."""
     metrics = sorted({k for r in sweep.records for k in r.test})
+    lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
+    states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow([*CSV_COLUMNS, *metrics, *varied])
+        writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
         for r in sweep.records:
             fixed = {
                 "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
@@ -382,8 +403,10 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                 "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
                 "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
                 "val_score": r.val_score, "test_score": r.test_score,
+                **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
             }
             writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+                            + [_csv(r.state_at(n, kind)) for kind, n in states]
                             + [_csv(r.point.get(k)) for k in varied])
 
 

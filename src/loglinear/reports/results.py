@@ -150,6 +150,19 @@ class Record:
         """The λ parameterisation of a log-linear run, None for the other mixers."""
         return str(self.get(LAMBDA_KEY) or DEFAULT_LAMBDA) if is_log_linear(self.mixer) else None
 
+    def state_at(self, seq_len: int | None = None, per: str = "total") -> int | None:
+        """Numbers the decoder holds per sequence after `seq_len` tokens (default: the training length),
+        `total` over the layers or `per_layer`, from result.json (runs/state_size.py); None without it."""
+        state = self.result.get("state_size") or {}
+        seq_len = state.get("train_seq_len") if seq_len is None else seq_len
+        value = (state.get(per) or {}).get(str(seq_len))
+        return None if value is None else int(value)
+
+    @property
+    def test_seq_lens(self) -> list[int]:
+        """The test sets' sequence lengths, as result.json's state sizes list them ([] without them)."""
+        return list((self.result.get("state_size") or {}).get("test_seq_lens") or [])
+
     def get(self, key: str) -> Any:
         return self.point[key] if key in self.point else lookup(self.config, key)
 

@@ -68,6 +68,8 @@ class TrainConfig:
                      batch never depends on the machine; data parallel: devices=N strategy=ddp (each rank
                      draws its own batches: the effective batch is N x data.batch_size).
     deterministic:   torch deterministic algorithms (Triton atomics are not covered).
+    init_from:       a finished run's folder: start from its final weights, matched by name (weights it
+                     does not have keep their initialisation; a shape mismatch is an error), runs/init_from.py.
     """
 
     seed: int = 0
@@ -87,6 +89,7 @@ class TrainConfig:
     devices: Any = 1
     strategy: str = "auto"
     deterministic: bool = False
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_steps", "val_every"):

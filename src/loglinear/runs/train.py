@@ -10,8 +10,9 @@ The run directory (`cfg.out_dir`) holds:
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold` (the first validation step
                  above `train.early_stop_threshold`, or above SOLVED when early stopping is off), `params`,
-                 `wall_time_s`, `peak_memory_bytes` (the most GPU memory torch held for tensors
-                 during this session of the run, `torch.cuda.max_memory_allocated`; null off CUDA),
+                 `wall_time_s`, `state_size` (runs/state_size.py), `peak_memory_bytes` (the most GPU
+                 memory torch held for tensors during this session of the run,
+                 `torch.cuda.max_memory_allocated`; null off CUDA),
                  the final validation and test metrics (per slice), and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
@@ -53,7 +54,9 @@ from loglinear.runs.folder import (
     write_json_atomic,
     write_text_atomic,
 )
+from loglinear.runs.init_from import load_initial_weights
 from loglinear.runs.interrupt import Interrupted
+from loglinear.runs.state_size import state_size_summary
 
 
 def _jsonable(x: Any) -> Any:
@@ -154,6 +157,7 @@ def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
         report = model.param_report()
         summary["params"] = report.total
         summary["param_report"] = {k: getattr(report, k) for k in vars(report)}
+        summary["state_size"] = state_size_summary(model, cfg.data)
     return summary
 
 
@@ -188,6 +192,8 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     datamodule = SyntheticDataModule(cfg.data)
     set_names = {"val": datamodule.val_set_names, "test": datamodule.test_set_names}
     module = LitLanguageModel(cfg.model, cfg.train, set_names)
+    if cfg.train.init_from is not None and resume is None:  # a resumed run has its own weights
+        load_initial_weights(module.model, cfg.train.init_from)
     threshold = cfg.train.early_stop_threshold
     tracker = RunTracker(SOLVED if threshold is None else threshold, metrics,
                          stop_above_threshold=threshold is not None)

@@ -42,6 +42,7 @@ class Primary:
     test: str = "solved"
     cell: str | None = None
     length: int | None = None
+    equal_state: bool = False
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:

@@ -1,0 +1,130 @@
+"""Accuracy against state size (zoology's figure) and the equal-state comparison of an MQAR sweep.
+
+A cell's state size is what its runs' decoder holds per sequence, over all layers (result.json's
+`state_size`, counted by `Mixer.state_size`): at the longest test length for the overall accuracy, and
+for the accuracy at N key-value pairs at the length of the test examples with N pairs. One line per
+architecture: the table rows without the keys that only change the model's size (`SIZE_KEYS`), so a
+Mamba-2 with a larger `state_dim` is a further point on Mamba-2's line.
+
+The equal-state comparison pairs each log-linear cell with the base-mixer cell of the same d_model and
+other row keys whose state (at the longest test length) is the smallest one at least as large, seed by
+seed, with the paired machinery of `paired.py`; the sweep has one when such a cell exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+from loglinear.reports.paired import Pairing, cell_name, pair, test_score
+from loglinear.reports.results import (
+    LAMBDA_KEY,
+    MIXER_KEY,
+    Cell,
+    Record,
+    Sweep,
+    base_mixer,
+    is_log_linear,
+    slice_values,
+)
+from loglinear.runs.folder import FINISHED
+from loglinear.synthetics.config import as_data_config, evaluation_sets
+
+SIZE_KEYS = ("model.d_model", "model.state_dim", "model.head_dim", "model.expand", "model.deltanet_heads",
+             "model.attention_heads", "model.conv_size")
+"""Row keys that change only how large a model is: points along one frontier line, not lines of their own."""
+PAIRS_PREFIX = "test/acc/num_kv_pairs="
+
+Cells = dict[Hashable, Cell]
+
+
+def finished_runs(cell: Cell) -> list[Record]:
+    return [r for r in cell.runs if r.status in FINISHED and r.task == "mqar"]
+
+
+def longest_test_state(cell: Cell) -> int | None:
+    """The total state of the cell's runs at their longest test length (None without a recorded one)."""
+    for record in finished_runs(cell):
+        if record.test_seq_lens:
+            return record.state_at(max(record.test_seq_lens))
+    return None
+
+
+def pair_lengths(record: Record) -> dict[int, int]:
+    """{number of key-value pairs: the longest test sequence holding that many} of an MQAR run's test sets."""
+    lengths: dict[int, int] = {}
+    for test_set in evaluation_sets(as_data_config(record.config["data"])):
+        for task in test_set.tasks:
+            counts = task.num_kv_pairs if isinstance(task.num_kv_pairs, list) else [task.num_kv_pairs]
+            for n in counts:
+                lengths[n] = max(lengths.get(n, 0), task.seq_len)
+    return lengths
+
+
+def line_label(sweep: Sweep, row: tuple[str, ...]) -> str:
+    """The table row without its size keys: `Mamba-2` for the rows `Mamba-2 / 16` and `Mamba-2 / 112`."""
+    return " / ".join(label for key, label in zip(sweep.row_keys, row, strict=True) if key not in SIZE_KEYS)
+
+
+Series = dict[str, list[tuple[float, list[float]]]]
+
+
+def frontier_series(sweep: Sweep, cells: Cells) -> dict[str, Series]:
+    """{panel: {line: [(state size, test accuracies in %)]}}: the panel `all` (the test accuracy at the state of
+    the longest test length), then `N pairs` for each number of key-value pairs tested."""
+    panels: dict[str, Series] = {}
+    for (row, _d_model), cell in cells.items():
+        runs = finished_runs(cell)
+        state = longest_test_state(cell)
+        if not runs or state is None:
+            continue
+        label = line_label(sweep, row)
+        panels.setdefault("all", {}).setdefault(label, []).append((state, [100 * v for v in cell.values]))
+        lengths = pair_lengths(runs[0])
+        for n, values in slice_values(runs, PAIRS_PREFIX).items():
+            at = runs[0].state_at(lengths[n]) if n in lengths else None
+            if at is not None:
+                panels.setdefault(f"{n} pairs", {}).setdefault(label, []).append((at, [100 * v for v in values]))
+    order = ["all"] + sorted((p for p in panels if p != "all"), key=lambda p: int(p.split()[0]))
+    return {p: {label: sorted(points) for label, points in panels[p].items()} for p in order if p in panels}
+
+
+def equal_state_comparisons(sweep: Sweep, cells: Cells) -> list[Pairing]:
+    """Each log-linear cell against the base-mixer cell of its d_model and non-size row keys with the smallest
+    state at least as large as its own; log-linear cells without such a cell are not compared."""
+    keep = [i for i, key in enumerate(sweep.row_keys) if key not in (*SIZE_KEYS, MIXER_KEY, LAMBDA_KEY)]
+    states = {key: longest_test_state(cell) for key, cell in cells.items()}
+    mixers = {key: _mixer_of(cell) for key, cell in cells.items()}
+    pairings = []
+    for key, cell in cells.items():
+        mixer, state = mixers[key], states[key]
+        if mixer is None or not is_log_linear(mixer) or state is None:
+            continue
+        row, d_model = key  # type: ignore[misc]
+        rest = tuple(row[i] for i in keep)
+        candidates = [
+            (states[k], k) for k in cells
+            if mixers[k] == base_mixer(mixer) and k[1] == d_model  # type: ignore[index]
+            and tuple(k[0][i] for i in keep) == rest and (states[k] or 0) >= state  # type: ignore[index]
+        ]
+        if not candidates:
+            continue
+        base_state, base_key = min(candidates, key=lambda c: c[0])
+        rest_of_row = tuple(v for k, v in zip(sweep.row_keys, row, strict=True) if k not in (MIXER_KEY, LAMBDA_KEY))
+        name = cell_name(sweep, rest_of_row, d_model)
+        pairing = pair(sweep, name, mixer, base_mixer(mixer), cell, cells[base_key], test_score, None)  # type: ignore[arg-type]
+        pairing.equal_state = True
+        pairing.mixer_label = _side_label(sweep, row, state)
+        pairing.baseline_label = _side_label(sweep, base_key[0], base_state)  # type: ignore[index,arg-type]
+        pairings.append(pairing)
+    return pairings
+
+
+def _mixer_of(cell: Cell) -> str | None:
+    return cell.runs[0].mixer if cell.runs else None
+
+
+def _side_label(sweep: Sweep, row: tuple[str, ...], state: int) -> str:
+    """`Mamba-2 (state_dim=112; state 8,704)`: the architecture, its size keys, its state."""
+    sizes = [f"{key.rsplit('.', 1)[-1]}={label}" for key, label in zip(sweep.row_keys, row, strict=True)
+             if key in SIZE_KEYS]
+    return f"{row[0]} ({'; '.join([*sizes, f'state {state:,}'])})"

@@ -1,0 +1,96 @@
+"""Accuracy against state size and the equal-state comparison, on a hand-made MQAR sweep whose runs carry
+state sizes: the frontier's points, the plot file, the pairing with the smallest base model at least as large."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import pytest
+
+from loglinear.reports.frontier import frontier_series
+from loglinear.reports.report import write_report
+from loglinear.reports.results import load_sweep
+
+from .report_helpers import finished, make_sweep, run_entry
+
+DATA = {"task": "mqar", "task_args": {"vocab_size": 128, "seq_len": 128, "num_kv_pairs": 32},
+        "eval_sets": [{"seq_len": 64, "num_kv_pairs": 4}, {}]}
+STATES = {  # (mixer, state_dim): total state at test lengths 64 and 128
+    ("attention", 16): (4096, 8192),
+    ("mamba2", 16): (1408, 1408),
+    ("mamba2", 112): (8704, 8704),
+    ("mamba2", 64): (4480, 4480),
+    ("log_linear_mamba2", 16): (7552, 8576),
+}
+LL_TEST = [0.60, 0.70, 0.80]
+BIG_TEST = [0.55, 0.72, 0.70]  # Mamba-2 with state_dim 112: the smallest base at least as large as 8,576
+
+
+def state(per_64: int, per_128: int) -> dict:
+    return {"train_seq_len": 128, "test_seq_lens": [64, 128], "per_layer": {"64": per_64 // 2, "128": per_128 // 2},
+            "total": {"64": per_64, "128": per_128}}
+
+
+def entry(mixer: str, state_dim: int, seed: int, test_acc: float, lr: float = 1e-3, val: float = 0.5):
+    slices = {"test/acc/num_kv_pairs=4": min(1.0, test_acc + 0.2), "test/acc/num_kv_pairs=32": test_acc - 0.1}
+    result = finished(val, test_acc=test_acc, test=slices, state_size=state(*STATES[(mixer, state_dim)]))
+    made = run_entry(mixer, 16, lr, seed, result, **{"model.state_dim": state_dim, "data.seed": seed})
+    made["config"]["data"] = DATA
+    made["config"]["model"]["state_dim"] = state_dim
+    return made
+
+
+def state_sweep(folder, with_big_base: bool = True):
+    entries = []
+    for seed in range(3):
+        entries.append(entry("attention", 16, seed, 0.99))
+        entries.append(entry("mamba2", 16, seed, 0.40 + 0.05 * seed))
+        entries.append(entry("mamba2", 64, seed, 0.5))
+        entries.append(entry("log_linear_mamba2", 16, seed, LL_TEST[seed]))
+        entries.append(entry("log_linear_mamba2", 16, seed, 0.99, lr=1e-2, val=0.1))  # not selected (validation)
+        if with_big_base:
+            entries.append(entry("mamba2", 112, seed, BIG_TEST[seed]))
+    return make_sweep(folder, entries, name="state")
+
+
+def test_frontier_points_are_cells_at_their_state_size(tmp_path):
+    sweep = load_sweep(state_sweep(tmp_path))
+    series = frontier_series(sweep, sweep.cells())
+    assert list(series) == ["all", "4 pairs", "32 pairs"]
+    assert set(series["all"]) == {"Transformer", "Mamba-2", "Log-Linear Mamba-2"}  # state_dim: points, not lines
+    mamba = series["all"]["Mamba-2"]
+    assert [x for x, _ in mamba] == [1408, 4480, 8704]
+    assert mamba[2][1] == pytest.approx([100 * a for a in BIG_TEST])
+    assert series["all"]["Log-Linear Mamba-2"] == [(8576, pytest.approx([100 * a for a in LL_TEST]))]
+    # 4 pairs are tested at 64 tokens, where the log-linear state holds 7 levels, not 8
+    assert [x for x, _ in series["4 pairs"]["Log-Linear Mamba-2"]] == [7552]
+    assert [x for x, _ in series["4 pairs"]["Transformer"]] == [4096]
+    assert series["32 pairs"]["Log-Linear Mamba-2"][0][1] == pytest.approx([100 * (a - 0.1) for a in LL_TEST])
+
+
+def test_report_has_the_frontier_plot_and_the_equal_state_comparison(tmp_path):
+    report = write_report(state_sweep(tmp_path))
+    assert (tmp_path / "mqar_frontier.png").read_bytes()[:4] == b"\x89PNG"
+    assert "mqar_frontier.png" not in report.skipped
+    section = report.table.split("## Equal-state comparison")[1]
+    diffs = [100 * (a - b) for a, b in zip(LL_TEST, BIG_TEST, strict=True)]  # +5, -2, +10
+    mean = sum(diffs) / 3
+    assert ("- state_dim=16, d_model=16: Log-Linear Mamba-2 (state_dim=16; state 8,576) \u2212 "
+            "Mamba-2 (state_dim=112; state 8,704)") in section
+    assert f"accuracy (paired t, continuous) +{mean:.1f} points [" in section
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
+    low = mean - 4.302653 * sd / math.sqrt(3)
+    assert f"[\u2212{-low:.1f}, " in section and "better on 2 of 3 seeds" in section
+    with open(tmp_path / "results.csv") as f:
+        rows = list(csv.DictReader(f))
+    big = next(r for r in rows if r["model.state_dim"] == "112")
+    assert (big["state_size_total"], big["state_size_per_layer"]) == ("8704", "4352")
+    ll = next(r for r in rows if r["mixer"] == "log_linear_mamba2")
+    assert (ll["state_size_total/seq_len=64"], ll["state_size_total/seq_len=128"]) == ("7552", "8576")
+
+
+def test_no_equal_state_comparison_without_a_base_model_as_large(tmp_path):
+    report = write_report(state_sweep(tmp_path, with_big_base=False))
+    assert "Equal-state comparison" not in report.table
+    assert "## Paired comparisons" in report.table
