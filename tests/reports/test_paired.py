@@ -239,3 +239,20 @@ def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(
     assert [(r["test_length"], r["mean_diff"]) for r in by_length] == [("64", "0.0"), ("128", "-3.0")]
     assert float(by_length[1]["ci_low"]) == pytest.approx(-3.0 - T_975[2] * 1.0 / 3 ** 0.5)
     assert float(by_length[1]["holm_accuracy"]) > 0.05 > float(by_length[1]["p_accuracy"])
+
+
+def test_a_primary_test_the_runs_cannot_give_is_reported_untested_not_an_error(tmp_path):
+    """Mamba-2's runs have no metrics.csv passage (none reached 99% on validation in their curves): the declared
+    log-rank test has no event, so the report says the primary was not tested, and why."""
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "steps"}
+    report = write_report(outcome_sweep(tmp_path, primary=primary))
+    summary = report.table.rstrip().splitlines()[-1]
+    assert "Primary (Log-Linear Mamba-2 \u2212 Mamba-2 (d_model=16): steps: no run of either side reached" in summary
+    assert summary.endswith("not tested.")
+    assert all(p["primary"] == "" for p in read_csv(tmp_path / "paired.csv"))
+
+
+def test_a_plateau_primary_without_a_plateau_threshold_is_an_error(tmp_path):
+    primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "escaped"}
+    with pytest.raises(ValueError, match="report.plateau"):
+        write_report(outcome_sweep(tmp_path, primary=primary))

@@ -165,20 +165,42 @@ class TestResult:
         return self.adjusted <= ALPHA
 
 
-def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> list[TestResult]:
-    """Every test of every comparison, Holm-adjusted together; the primary one marked. A declared primary
-    that matches no test, or several, is a ConfigError naming the comparisons there are."""
-    results = [TestResult(p, test, value) for p in pairings for test, value in p.tests().items()]
+class Family(list):
+    """The `TestResult`s of one report, and `untested_primary`: why the declared primary comparison has no test
+    (its runs gave the test nothing to work on), None when it has one or none is declared."""
+
+    untested_primary: str | None = None
+
+
+def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> Family:
+    """Every test of every comparison, Holm-adjusted together; the primary one marked. A declared primary that
+    matches no comparison, or several, or asks for the plateau test without a plateau threshold, is a ConfigError
+    naming the comparisons there are; one whose test the runs cannot give (no run reached the threshold, fewer
+    than two pairs) is reported as untested, never dropped."""
+    pairings = list(pairings)
+    results = Family(TestResult(p, test, value) for p in pairings for test, value in p.tests().items())
     for result, adjusted in zip(results, holm([r.p for r in results]), strict=True):
         result.adjusted = adjusted
     if primary is not None:
-        chosen = [r for r in results if r.test == primary.test and r.pairing.matches(primary)]
-        if len(chosen) != 1:
-            there = "; ".join(sorted({f"{r.pairing.mixer} vs {r.pairing.baseline} at cell {r.pairing.cell!r}"
-                                      for r in results}))
-            raise ConfigError(f"report.primary {primary} matches {len(chosen)} tests (there are: {there or 'none'})")
-        chosen[0].primary = True
+        matching = [p for p in pairings if p.matches(primary)]
+        if len(matching) != 1 or (primary.test == "escaped" and matching[0].plateau is None):
+            there = "; ".join(sorted({f"{p.mixer} vs {p.baseline} at cell {p.cell!r}" for p in pairings}))
+            raise ConfigError(f"report.primary {primary} matches {len(matching)} comparisons (there are: "
+                              f"{there or 'none'}; the escaped test needs report.plateau)")
+        chosen = [r for r in results if r.pairing is matching[0] and r.test == primary.test]
+        if chosen:
+            chosen[0].primary = True
+        else:
+            results.untested_primary = f"{matching[0].name}: {primary.test}: {_untested(matching[0], primary.test)}"
     return results
+
+
+def _untested(pairing: Pairing, test: str) -> str:
+    if pairing.reason is not None:
+        return f"no pair of runs ({pairing.reason})"
+    if test == "steps":
+        return "no run of either side reached the threshold on validation, so there is no event to compare"
+    return "fewer than two pairs, or differences without spread"
 
 
 Score = Callable[[Record], "float | None"]

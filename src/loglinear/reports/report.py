@@ -18,6 +18,7 @@ from loglinear.reports.frontier import equal_state_comparisons
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import (
     MINUS,
+    Family,
     Pairing,
     TestResult,
     holm_family,
@@ -282,17 +283,18 @@ def _p(result: TestResult) -> str:
     return f"p={p_text(result.p)} (Holm {p_text(result.adjusted)}{mark}{primary})"
 
 
-def holm_summary(family: list[TestResult]) -> str:
+def holm_summary(family: Family) -> str:
     """One sentence: the primary test's fate, and the tests that survive Holm over the whole report."""
+    untested = "" if family.untested_primary is None else f" Primary ({family.untested_primary}): not tested."
     if not family:
-        return "No comparison has a pair of runs (the reasons are above), so there is nothing to test."
+        return "No comparison has a pair of runs (the reasons are above), so there is nothing to test." + untested
     survivors = [r for r in family if r.survives]
     found = "; ".join(f"{r.pairing.name}: {r.test}" for r in survivors)
     text = (f"Of the {len(family)} tests of this report, {len(survivors)} survive Holm at 5%" +
             (f": {found}." if survivors else ", so these runs do not show a difference between any two arms."))
     primary = next((r for r in family if r.primary), None)
     if primary is None:
-        return text + " The spec declares no primary comparison."
+        return text + (untested or " The spec declares no primary comparison.")
     verdict = "survives" if primary.survives else "does not survive"
     return f"{text} Primary ({primary.pairing.name}: {primary.test}): {verdict} (Holm {p_text(primary.adjusted)})."
 
