@@ -75,6 +75,15 @@ def test_peak_gpu_memory_is_each_runs_own(tmp_path):
     assert 0 < small["peak_memory_bytes"] < large["peak_memory_bytes"]
 
 
+def test_the_result_records_the_implementation_each_mixer_ran(tmp_path):
+    result = train(tiny(tmp_path, "model.mixer=log_linear_mamba2", "train.max_steps=5", "train.val_every=5",
+                        "train.accelerator=cpu"))
+    on_cpu = [{"impl": "chunk", "selfcheck": None}]  # auto on the CPU: chunk, no check applies
+    assert result["implementations"] == {"blocks.0.mixer": on_cpu, "blocks.1.mixer": on_cpu}
+    assert read_result(tmp_path / "run")["implementations"] == result["implementations"]
+    assert train(tiny(tmp_path, "train.max_steps=5", "train.val_every=5", name="att"))["implementations"] == {}
+
+
 def test_same_seed_same_metrics_and_a_final_validation(tmp_path):
     extra = ("train.max_steps=25", "train.val_every=10", "train.early_stop_threshold=null")
     a, b = train(tiny(tmp_path, *extra, name="a")), train(tiny(tmp_path, *extra, name="b"))

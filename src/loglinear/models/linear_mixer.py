@@ -5,6 +5,7 @@
     q, k, v, g, beta, sign = operator_inputs(conv_out, rest)        the mixer's own gating
     lam = lambda_head(dl)                        None for a base mixer (a single state)
     o = log_linear_attn(q * S, k * S, v, g, lam, beta)               S: sign prefix of a signed decay
+                                                 (the implementation chosen once per call, and recorded)
     y = output(o, conv_out, rest)                the mixer's skip, norm and output projection
 
 `forward` runs it over a sequence with the parallel operator, `step` over one token with the
@@ -14,12 +15,12 @@ decoding step; both share every line except the convolution and the operator cal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
-from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step, value_checks
+from loglinear.kernels import Choice, LogLinearState, log_linear_attn_step, resolve_impl, run_impl, value_checks
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import ShortConv
 from loglinear.models.mixer import Mixer
@@ -72,7 +73,8 @@ class LinearAttentionMixer(Mixer):
         super().__init__(cfg)
         self.n_heads, self.key_dim, self.value_dim = n_heads, key_dim, value_dim
         self.signed_decay = signed_decay
-        self.impl, self.chunk_size = cfg.impl, cfg.chunk_size
+        self.impl, self.chunk_size, self.selfcheck = cfg.impl, cfg.chunk_size, cfg.selfcheck
+        self.choices: list[Choice] = []  # the implementations this mixer ran in this process, with their verdicts
         self.lambda_head = lambda_head
         self.widths = [conv_width, *rest_widths, 0 if lambda_head is None else lambda_head.n_inputs]
         self.in_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
@@ -100,9 +102,16 @@ class LinearAttentionMixer(Mixer):
             lam = self.lambda_head.levels_for(self.lambda_head(dl, inp.g), x.shape[1])
         # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
         # operator's value checks (a pass over every input and a host sync per call) stay off here
+        choice = resolve_impl(self.impl, q, inp.beta, selfcheck=self.selfcheck)
+        if choice not in self.choices:
+            self.choices.append(choice)
         with value_checks(False):
-            o, _ = log_linear_attn(q, k, inp.v, inp.g, lam, inp.beta, impl=self.impl, chunk_size=self._chunk_size(x))
+            o, _ = run_impl(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=self._chunk_size(x))
         return self.output(o, conv_out, rest)
+
+    def implementations(self) -> list[dict[str, Any]]:
+        # a verdict of None: no check applies (an implementation other than triton, or not on a CUDA device)
+        return [{"impl": c.name, "selfcheck": None if c.verdict is None else c.verdict.record()} for c in self.choices]
 
     def _chunk_size(self, x: Tensor) -> int:
         """cfg.chunk_size, on the CPU chunk path at most max(16, K, V) rounded up to a power of two.

@@ -60,6 +60,11 @@ class Mixer(nn.Module):
     def step(self, x_t: Tensor, cache: Any) -> tuple[Tensor, Any]:
         raise NotImplementedError
 
+    def implementations(self) -> list[dict[str, Any]]:
+        """The log-linear operator's implementations this mixer ran in this process, each with the self-check
+        verdict it relied on: `{"impl": name, "selfcheck": verdict record or None}`; [] for a mixer without it."""
+        return []
+
     def lambda_parameter_count(self) -> int:
         """Parameters of the lambda head, projection columns included (0 for a base mixer)."""
         return lambda_parameter_count(self.lambda_head, self.d_model)

@@ -48,9 +48,11 @@ PAIRED_LENGTH_CSV = "paired_by_length.csv"
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
     "run_id", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task", *RESULT_COLUMNS,
-    "val_score", "test_score",
+    "val_score", "test_score", "implementations",
 )
-"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions."""
+"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+`implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
+recorded)."""
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the configuration (learning rate, and λ "
     "for a log-linear mixer) with the best mean validation accuracy in each cell (listed below): selected on "
@@ -62,6 +64,16 @@ PAIRED_NOTE = (
     "Mixer − baseline test accuracy in percentage points, mean over the seeds both sides ran (each side at "
     "its own selected configuration), with a 95% Student-t interval over the seeds; `k of n seeds`: the "
     "mixer was better on k of the n shared seeds. Significant only when the interval excludes 0."
+)
+
+IMPLEMENTATIONS_NOTE = (
+    "The implementations of the log-linear operator the finished runs' mixers ran (result.json `implementations`) "
+    "and the fused kernels' self-check verdicts they relied on (docs/operator.md, \"The fused kernels' self-check\")."
+)
+
+MIXED_NOTE = (
+    "These tables are built from runs that ran different implementations of the log-linear operator: {counts} "
+    "(see \"Operator implementations\" below)."
 )
 
 LENGTH_NOTE = (
@@ -134,6 +146,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: dict[int, li
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE]
     if by_length:
         parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length), LENGTH_PAIRED_NOTE]
+    parts += ["## Operator implementations\n", implementations_section(sweep)]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired differences (test accuracy)\n", paired_lines(sweep, pairings)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
@@ -245,9 +258,49 @@ def lambda_table(sweep: Sweep) -> str:
 
 def _note(sweep: Sweep) -> str:
     lengths = test_lengths(sweep)
-    if len(lengths) < 2:
-        return NOTE
-    return f"{NOTE} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
+    note = NOTE if len(lengths) < 2 else f"{NOTE} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
+    mixed = mixed_implementations(sweep)
+    return note if not mixed else note + "\n\n" + MIXED_NOTE.format(counts=mixed)
+
+
+def mixed_implementations(sweep: Sweep) -> str | None:
+    """`chunk (3 runs), triton (12 runs)` when the finished runs that ran the operator did not all run the same
+    implementations; None otherwise."""
+    counts: dict[str, int] = {}
+    for r in sweep.records:
+        if r.status in FINISHED and r.implementations:
+            label = implementations_label(r.implementations)
+            counts[label] = counts.get(label, 0) + 1
+    if len(counts) < 2:
+        return None
+    return ", ".join(f"{label} ({n} run{'s' if n > 1 else ''})" for label, n in sorted(counts.items()))
+
+
+def implementations_section(sweep: Sweep) -> str:
+    """One row per (implementations, self-check verdicts) among the finished runs, with how many runs."""
+    finished = [r for r in sweep.records if r.status in FINISHED]
+    if not any(r.implementations is not None for r in finished):
+        return "Not recorded in the finished runs' results."
+    groups: dict[tuple[str, str], int] = {}
+    for r in finished:
+        key = (implementations_label(r.implementations), "; ".join(map(verdict_text, r.selfchecks)) or "-")
+        groups[key] = groups.get(key, 0) + 1
+    rows = [[label, str(n), verdicts] for (label, verdicts), n in groups.items()]
+    return IMPLEMENTATIONS_NOTE + "\n\n" + markdown_table(["implementations", "runs", "self-check"], rows)
+
+
+def implementations_label(implementations: tuple[str, ...] | None) -> str:
+    if implementations is None:
+        return "not recorded"
+    return " + ".join(f"`{name}`" for name in implementations) or "none (no mixer runs the operator)"
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """`passed on NVIDIA H100 (bfloat16)`, or `failed on ...: the failure (stored in PATH)`, for a table cell."""
+    text = f"{verdict['status']} on {verdict['device']} ({verdict['dtype']})"
+    if verdict["status"] == "failed":
+        text += f": {verdict['failure']} (stored in {verdict['path']})"
+    return text.replace("|", "\\|")
 
 
 def test_lengths(sweep: Sweep) -> list[int]:
@@ -311,6 +364,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                 "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
                 "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
                 "val_score": r.val_score, "test_score": r.test_score,
+                "implementations": " ".join(r.implementations or ()),
             }
             writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
                             + [_csv(r.point.get(k)) for k in varied])

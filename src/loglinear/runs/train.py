@@ -11,7 +11,9 @@ The run directory (`cfg.out_dir`) holds:
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold`, `params`,
                  `wall_time_s`, `peak_memory_bytes` (the most GPU memory torch held for tensors
                  during this session of the run, `torch.cuda.max_memory_allocated`; null off CUDA),
-                 the final validation and test metrics (per slice), and `error`.
+                 the final validation and test metrics (per slice), `implementations` (per mixer that runs
+                 the log-linear operator: each implementation it ran in this session and the fused
+                 kernels' self-check verdict it relied on) and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
@@ -153,6 +155,7 @@ def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
         report = model.param_report()
         summary["params"] = report.total
         summary["param_report"] = {k: getattr(report, k) for k in vars(report)}
+        summary["implementations"] = model.implementations()
     return summary
 
 
