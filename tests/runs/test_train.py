@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from loglinear.runs.config import ConfigError, load_run_config
+from loglinear.runs.config import ConfigError, identity, load_run_config, run_id, to_container
 from loglinear.runs.folder import read_result
 from loglinear.runs.train import train
 
@@ -118,6 +118,17 @@ def test_another_config_in_the_same_directory_is_refused(tmp_path):
     train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
     with pytest.raises(ConfigError, match="holds a run of another configuration"):
         train(tiny(tmp_path, "train.max_steps=11", "train.val_every=10"))
+
+
+def test_the_self_check_mode_is_not_part_of_a_runs_identity(tmp_path):
+    cfg = tiny(tmp_path, "train.max_steps=10", "train.val_every=10")
+    forced = tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "model.selfcheck=force")
+    assert run_id(forced) == run_id(cfg)
+    first = train(cfg)
+    assert train(forced) == first  # the same run, finished: not another configuration in its folder
+    older = to_container(cfg)  # a config.yaml written before the key existed
+    del older["model"]["selfcheck"]
+    assert identity(older) == identity(to_container(forced))
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path):

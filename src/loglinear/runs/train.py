@@ -40,7 +40,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.runs.checkpoints import Resume, resume_point
-from loglinear.runs.config import ConfigError, RunConfig, to_container, to_yaml
+from loglinear.runs.config import ConfigError, RunConfig, identity, to_container, to_yaml
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
@@ -90,7 +90,7 @@ def is_rank_zero() -> bool:
 
 def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) -> dict[str, Any]:
     config_path = out / CONFIG
-    other = config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg))
+    other = config_path.is_file() and identity(_load_config(config_path)) != identity(to_container(cfg))
     if other and _has_progress(out):
         raise ConfigError(
             f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir"
@@ -141,12 +141,6 @@ def _has_progress(out: Path) -> bool:
         result = read_result(out)
         return result is not None and result.get("status") != "failed"
     return False
-
-
-def _identity(config: dict[str, Any]) -> dict[str, Any]:
-    """What a run computes: its config without where it lives and how it is logged (a run may move, or be
-    resumed by a wandb agent)."""
-    return {k: v for k, v in config.items() if k not in ("out_dir", "logger")}
 
 
 def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:

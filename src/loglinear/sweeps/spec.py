@@ -21,8 +21,9 @@ A group key (`data`, `model`, `train`, `logger`) may take a YAML file (`data: [d
 data/s5.yaml]`), looked up like the preset (a spec is never its own preset: a spec in configs/sweeps/
 may share a run preset's name, and `../name.yaml` or `name.yaml` finds configs/name.yaml).
 
-A run's id hashes its resolved configuration without `out_dir` and `logger` (how a run is logged
-is not what it is): the same run has the same id in any process, whatever the key order of the spec.
+A run's id hashes its resolved configuration without `out_dir`, `logger` and `model.selfcheck`
+(runs/config.py, ID_EXCLUDED: how a run is logged or guarded is not what it is): the same run has the same
+id in any process, whatever the key order of the spec.
 """
 
 from __future__ import annotations
