@@ -1,7 +1,8 @@
 """`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` (paired differences with
 intervals), `table.md` (the paper's table, runs above 99% and steps to 99%, the configurations behind it,
-the λ table, accuracy by test length, the missing or failed runs, then the paired differences ending
-with one sentence of what is significant) and PNG plots."""
+the λ table, accuracy by test length, the operator implementations the runs ran (with a note under the
+first table when they differ), the missing or failed runs, then the paired differences ending with one
+sentence of what is significant) and PNG plots."""
 
 from __future__ import annotations
 
