@@ -69,7 +69,8 @@ CASES = (
     Case(1, 97, 2, 1, 20, 12, delta=False, levels=False, positions=(5,), chunk_size=64),
     Case(1, 45, 2, 1, 20, 12, delta=True, levels=False, positions=None, chunk_size=32),
 )
-"""Small enough for Triton's interpreter on a CPU (seconds) and far under a second on a GPU."""
+"""Small enough for Triton's interpreter on a CPU (seconds) and, by their size, for well under a second on a GPU
+besides compiling (not yet timed there)."""
 
 # Tolerances. A correct fused path differs from the float32 chunk reference by rounding only:
 # - the rounding of its inputs and outputs in the dtype, which chunk run in that dtype shows too, so it is

@@ -5,7 +5,6 @@
     q, k, v, g, beta, sign = operator_inputs(conv_out, rest)        the mixer's own gating
     lam = lambda_head(dl)                        None for a base mixer (a single state)
     o = log_linear_attn(q * S, k * S, v, g, lam, beta)               S: sign prefix of a signed decay
-                                                 (the implementation chosen once per call, and recorded)
     y = output(o, conv_out, rest)                the mixer's skip, norm and output projection
 
 `forward` runs it over a sequence with the parallel operator, `step` over one token with the
@@ -100,11 +99,12 @@ class LinearAttentionMixer(Mixer):
         lam = None
         if self.lambda_head is not None:
             lam = self.lambda_head.levels_for(self.lambda_head(dl, inp.g), x.shape[1])
-        # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
-        # operator's value checks (a pass over every input and a host sync per call) stay off here
+        # the implementation this call runs (on a CUDA device, after the fused kernels' self-check), recorded
         choice = resolve_impl(self.impl, q, inp.beta, selfcheck=self.selfcheck)
         if choice not in self.choices:
             self.choices.append(choice)
+        # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
+        # operator's value checks (a pass over every input and a host sync per call) stay off here
         with value_checks(False):
             o, _ = run_impl(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=self._chunk_size(x))
         return self.output(o, conv_out, rest)
