@@ -1,10 +1,12 @@
 """The `loglinear` command: `loglinear train ...` (one run), `loglinear sweep run | status | report | wandb`
 (grids of runs from a spec: configs/sweeps/*.yaml, format in sweeps/spec.py) and `loglinear inspect RUN_DIR`
-(lambda by level of a log-linear run). Heavy modules are imported by the command that needs them."""
+(lambda by level of a log-linear run), `loglinear doctor` (versions, devices and the fused kernels' self-check).
+Heavy modules are imported by the command that needs them."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import subprocess
 import sys
@@ -322,18 +324,46 @@ def inspect_main(argv: Sequence[str]) -> int:
     return 0
 
 
+DOCTOR_HELP = """\
+loglinear doctor
+
+Versions (Python, torch, Triton, lightning, loglinear), the devices, which implementation impl="auto" picks
+on each, and the fused Triton kernels' self-check against the chunk path, run now on every CUDA device (in
+float32 and bfloat16; without a CUDA device, on the CPU in Triton's interpreter, in float32). The verdicts are
+stored where training reads them (LOGLINEAR_CACHE_DIR, else $XDG_CACHE_HOME/loglinear or ~/.cache/loglinear).
+Exit status: 0 every check passed (or triton is not installed), 1 a check failed.
+"""
+
+
+def doctor_main(argv: Sequence[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(DOCTOR_HELP, end="")
+        return 0
+    if argv:
+        print(f"loglinear doctor: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
+        return 2
+    import torch
+
+    if not torch.cuda.is_available():  # the kernels then run in Triton's interpreter, which is read when they load
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    from loglinear.kernels.doctor import run_doctor
+
+    return 0 if run_doctor() else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         parser = argparse.ArgumentParser(prog="loglinear", description="Log-Linear Attention experiment suite.")
         parser.add_argument("command", choices=sorted(COMMANDS),
-                            help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run")
+                            help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run; "
+                                 "doctor: versions, devices and the fused kernels' self-check")
         parser.parse_args(argv[:1])
         return 2
     return COMMANDS[argv[0]](argv[1:])
 
 
-COMMANDS = {"train": train_main, "sweep": sweep_main, "inspect": inspect_main}
+COMMANDS = {"train": train_main, "sweep": sweep_main, "inspect": inspect_main, "doctor": doctor_main}
 """The subcommands of `loglinear`: name -> entry point taking the remaining arguments."""
 
 if __name__ == "__main__":

@@ -224,9 +224,10 @@ def test_long_sequence_strong_decays_stay_finite(delta, dtype):
 
 
 @pytest.mark.gpu
-def test_auto_picks_triton_on_cuda_and_chunk_for_float64():
-    from loglinear.kernels.api import _resolve_impl
+def test_auto_picks_triton_on_cuda_after_a_passed_self_check_and_chunk_for_float64():
+    from loglinear.kernels import resolve_impl
 
     q = torch.zeros(1, 4, 1, 16, device=DEVICE)
-    assert _resolve_impl("auto", q) == "triton"
-    assert _resolve_impl("auto", q.double()) == "chunk"
+    choice = resolve_impl("auto", q)
+    assert (choice.name, choice.verdict.status) == ("triton", "passed"), choice.verdict
+    assert resolve_impl("auto", q.double()).name == "chunk"

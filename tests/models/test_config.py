@@ -46,6 +46,7 @@ def test_defaults_build_and_run(mixer, d_model):
         (dict(vocab_size=1), r"ModelConfig.vocab_size"),
         (dict(impl="cuda"), r"ModelConfig.impl: unknown impl 'cuda'; valid: auto, naive"),
         (dict(chunk_size=48), r"ModelConfig.chunk_size must be a power of two"),
+        (dict(selfcheck="never"), r"ModelConfig.selfcheck: unknown mode 'never'; valid: auto, force, skip"),
         (dict(lambda_share_from_level=0), r"ModelConfig.lambda_share_from_level"),
         (dict(mlp_ratio=-1.0), r"ModelConfig.mlp_ratio"),
     ],

@@ -9,7 +9,9 @@ import torch
 import loglinear.models.linear_mixer as linear_mixer
 from loglinear.models import ModelConfig, build_model
 
-OPERATOR = {name: getattr(linear_mixer, name) for name in ("log_linear_attn", "log_linear_attn_step")}
+OPERATOR = {name: (getattr(linear_mixer, name), first) for name, first in (("run_impl", 1),
+                                                                           ("log_linear_attn_step", 0))}
+"""The mixers' operator calls, and where their (q, k, v, g, lam, beta) start (run_impl takes the impl's name first)."""
 
 
 @pytest.mark.parametrize("d_model, deltanet", [(16, 1), (32, 2), (64, 2), (512, 4)])
@@ -26,14 +28,14 @@ def _operator_calls(monkeypatch, model, inputs):
     """The inputs of every operator call of `model(inputs)` and of decoding inputs[:, :3] token by token."""
     calls = []
 
-    def record(real):
+    def record(real, first):
         def wrapped(*args, **kwargs):
-            calls.append([a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args[:6]])
+            calls.append([a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args[first:first + 6]])
             return real(*args, **kwargs)
         return wrapped
 
-    for name, real in OPERATOR.items():
-        monkeypatch.setattr(linear_mixer, name, record(real))
+    for name, (real, first) in OPERATOR.items():
+        monkeypatch.setattr(linear_mixer, name, record(real, first))
     with torch.no_grad():
         model(inputs)
         mixer = model.blocks[0].mixer

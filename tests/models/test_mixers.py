@@ -53,6 +53,22 @@ def test_implementations_agree(tiny, mixer):
         torch.testing.assert_close(model(inputs), reference, rtol=1e-10, atol=1e-12)
 
 
+def test_each_linear_mixer_records_the_implementations_it_ran(tiny):
+    model = build_model(tiny(mixer="gated_deltanet", impl="auto"))
+    assert model.implementations() == {}
+    inputs = torch.randint(0, 32, (1, 9))
+    model(inputs)
+    model(inputs)
+    chunk = {"impl": "chunk", "selfcheck": None}  # auto on the CPU: chunk, no check applies
+    assert model.implementations() == {"blocks.0.mixer": [chunk], "blocks.1.mixer": [chunk]}
+    model.blocks[1].mixer.impl = "naive"
+    model(inputs)
+    assert model.implementations()["blocks.1.mixer"] == [chunk, {"impl": "naive", "selfcheck": None}]
+    attention = build_model(tiny(mixer="attention"))
+    attention(inputs)
+    assert attention.implementations() == {}
+
+
 def test_gated_deltanet_beta_range_gives_negative_eigenvalues(tiny):
     """The delta-rule transition (I - beta k k^T) has eigenvalue 1 - beta along k (|k| = 1): negative iff beta > 1."""
     torch.manual_seed(0)

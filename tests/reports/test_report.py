@@ -9,7 +9,7 @@ import csv
 from pathlib import Path
 
 from loglinear.cli import sweep_main
-from loglinear.reports.report import write_report
+from loglinear.reports.report import verdict_text, write_report
 
 from .report_helpers import finished, make_sweep, row, run_entry, section_rows, table_rows
 
@@ -211,3 +211,49 @@ def test_state_tracking_training_range_comes_from_the_mixture(tmp_path):
     header = section_rows(write_report(make_sweep(tmp_path, entries)).table, "State tracking by test length")[0]
     assert header[3:] == ["20 (train) scaled", "20 seq %", "20 solved", "40 (train) scaled", "40 seq %", "40 solved",
                           "80 scaled", "80 seq %", "80 solved"]
+
+
+def used(impl: str, status: str | None = None, failure: str | None = None) -> dict:
+    """result.json `implementations` of a one-layer run that ran `impl` (with a self-check verdict of `status`)."""
+    verdict = None if status is None else {
+        "status": status, "device": "NVIDIA H100 80GB HBM3", "dtype": "bfloat16", "failure": failure,
+        "source": "run", "checked_at": "2026-01-01T00:00:00+0000", "path": "/cache/loglinear/selfcheck-ab.json"}
+    return {"blocks.0.mixer": [{"impl": impl, "selfcheck": verdict}]}
+
+
+def test_the_report_lists_implementations_and_says_when_its_tables_mix_them(tmp_path):
+    failure = "mamba2 B2 T21 (bfloat16): o relative error 1.0e-03, tolerance 5.0e-02"
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.5, implementations=used("triton", "passed")))
+               for s in range(2)]
+    entries += [run_entry("mamba2", 16, 1e-3, 2, finished(0.6, implementations=used("chunk", "failed", failure)))]
+    entries += [run_entry("attention", 16, 1e-3, s, finished(0.9, implementations={})) for s in range(3)]
+    entries += [run_entry("attention", 16, 1e-3, 3, {"status": "failed", "error": "RuntimeError: boom"})]
+    report = write_report(make_sweep(tmp_path, entries))
+    assert ("These tables are built from runs that ran different implementations of the log-linear operator: "
+            "`chunk` (1 run), `triton` (2 runs)") in report.table
+    section = report.table.split("## Operator implementations")[1].split("## Missing or failed runs")[0]
+    header, *rows = table_rows(section)
+    assert header == ["implementations", "runs", "self-check"]
+    assert sorted(rows) == sorted([
+        ["none (no mixer runs the operator)", "3", "-"],
+        ["`triton`", "2", "passed on NVIDIA H100 80GB HBM3 (bfloat16)"],
+        ["`chunk`", "1", f"failed on NVIDIA H100 80GB HBM3 (bfloat16): {failure} "
+                         "(stored in /cache/loglinear/selfcheck-ab.json)"],
+    ])
+    verdict = used("chunk", "failed", "the fused kernels raised CompilationError: a | b")["blocks.0.mixer"][0]
+    assert "a \\| b" in verdict_text(verdict["selfcheck"])  # a pipe in an error does not split the table cell
+    with open(tmp_path / "results.csv") as f:
+        assert [r["implementations"] for r in csv.DictReader(f)] == ["", "", "", "", "triton", "triton", "chunk"]
+
+
+def test_no_mixing_note_for_one_implementation_and_old_results_are_not_recorded(tmp_path):
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.5, implementations=used("triton", "passed")))
+               for s in range(2)]
+    entries += [run_entry("attention", 16, 1e-3, 0, finished(0.9, implementations={}))]
+    entries += [run_entry("attention", 16, 1e-3, 1, finished(0.9))]  # a result from before the record existed
+    table = write_report(make_sweep(tmp_path / "one", entries)).table
+    assert "different implementations" not in table
+    section = table.split("## Operator implementations")[1].split("## Missing or failed runs")[0]
+    assert ["not recorded", "1", "-"] in table_rows(section)
+    old = write_report(make_sweep(tmp_path / "old", [run_entry("mamba2", 16, 1e-3, 0, finished(0.5))])).table
+    assert "Not recorded in the finished runs' results." in old

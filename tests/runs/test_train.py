@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from loglinear.runs.config import SOLVED, ConfigError, load_run_config
+from loglinear.runs.config import SOLVED, ConfigError, identity, load_run_config, run_id, to_container
 from loglinear.runs.folder import read_result
 from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.runs.train import train
@@ -95,6 +95,15 @@ def test_peak_gpu_memory_is_each_runs_own(tmp_path):
     assert 0 < small["peak_memory_bytes"] < large["peak_memory_bytes"]
 
 
+def test_the_result_records_the_implementation_each_mixer_ran(tmp_path):
+    result = train(tiny(tmp_path, "model.mixer=log_linear_mamba2", "train.max_steps=5", "train.val_every=5",
+                        "train.accelerator=cpu"))
+    on_cpu = [{"impl": "chunk", "selfcheck": None}]  # auto on the CPU: chunk, no check applies
+    assert result["implementations"] == {"blocks.0.mixer": on_cpu, "blocks.1.mixer": on_cpu}
+    assert read_result(tmp_path / "run")["implementations"] == result["implementations"]
+    assert train(tiny(tmp_path, "train.max_steps=5", "train.val_every=5", name="att"))["implementations"] == {}
+
+
 def test_same_seed_same_metrics_and_a_final_validation(tmp_path):
     extra = ("train.max_steps=25", "train.val_every=10", "train.early_stop_threshold=null")
     a, b = train(tiny(tmp_path, *extra, name="a")), train(tiny(tmp_path, *extra, name="b"))
@@ -129,6 +138,17 @@ def test_another_config_in_the_same_directory_is_refused(tmp_path):
     train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10"))
     with pytest.raises(ConfigError, match="holds a run of another configuration"):
         train(tiny(tmp_path, "train.max_steps=11", "train.val_every=10"))
+
+
+def test_the_self_check_mode_is_not_part_of_a_runs_identity(tmp_path):
+    cfg = tiny(tmp_path, "train.max_steps=10", "train.val_every=10")
+    forced = tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "model.selfcheck=force")
+    assert run_id(forced) == run_id(cfg)
+    first = train(cfg)
+    assert train(forced) == first  # the same run, finished: not another configuration in its folder
+    older = to_container(cfg)  # a config.yaml written before the key existed
+    del older["model"]["selfcheck"]
+    assert identity(older) == identity(to_container(forced))
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path):

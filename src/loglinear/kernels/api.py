@@ -1,139 +1,51 @@
-"""The public log-linear attention operator: validation, dtype handling and the choice of implementation."""
+"""The public log-linear attention operator: the choice of implementation (guarded by the fused kernels'
+self-check), then the implementation (kernels/impls.py); and the decoding step."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from loglinear.kernels.checks import check_inputs, check_levels, check_values
-from loglinear.kernels.chunk import chunk_log_linear_attn
+from loglinear.kernels.checks import check_inputs
+from loglinear.kernels.impls import IMPLS, compute_dtype, run_impl, triton_available
 from loglinear.kernels.layout import expand_heads
-from loglinear.kernels.naive import naive_log_linear_attn
-from loglinear.kernels.recurrent import recurrent_log_linear_attn, recurrent_step
+from loglinear.kernels.recurrent import recurrent_step
+from loglinear.kernels.selfcheck import CHECKED_DTYPES, Verdict, checked_impl, mode_of
 from loglinear.kernels.state import LogLinearState
 from loglinear.kernels.variant import Variant
 
-Impl = Callable[..., tuple[Tensor, LogLinearState]]
-"""(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state) -> (o, final state or None):
-inputs (B, T, H, *) in the compute dtype (q, k with the heads the record says), `lam` with `out_levels`
-levels or None, `state` None or an initial state with `out_levels` levels (1 without lam)."""
-
 
 @dataclass(frozen=True)
-class Implementation:
-    """One implementation's contract: what it accepts, and `check`, run at the operator's entry, which
-    raises a clear error naming the argument and the limit for anything else."""
+class Choice:
+    """The implementation a call runs, and the self-check verdict it relied on (None where no check applies:
+    an implementation other than "triton", or tensors not on a CUDA device)."""
 
-    run: Impl
-    dtypes: str  # the input dtypes it takes and the dtype it computes in
-    grouped_heads: str  # q, k with fewer heads than v (H % HK == 0)
-    chunk_sizes: str  # which `chunk_size` it uses (every one must be a power of two)
-    states: str  # initial and final states
-    check: Callable[[Tensor, Variant], None] = lambda q, variant: None
-    reads_grouped_heads: bool = False  # takes grouped q/k as they are; else they are expanded to H heads first
+    name: str
+    verdict: Verdict | None = None
 
 
-def _naive(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
-    return naive_log_linear_attn(q, k, v, g, lam, beta, variant, _or_fresh(state, q, v), out_levels)
-
-
-def _recurrent(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
-    state = _with_levels(_or_fresh(state, q, v), out_levels)
-    return recurrent_log_linear_attn(q, k, v, g, lam, beta, variant, state)
-
-
-def _chunk(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
-    return chunk_log_linear_attn(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state)
-
-
-def _triton(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
-    from loglinear.kernels.fused.function import fused_log_linear_attn
-
-    return fused_log_linear_attn(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size)
-
-
-def _check_triton(q: Tensor, variant: Variant) -> None:
-    if not _triton_available():
-        raise ImportError("impl='triton' needs the triton package (pip install 'loglinear[triton]')")
-    if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        raise ValueError(f"impl='triton' runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); q is on {q.device}")
-    if q.dtype == torch.float64:
-        raise TypeError("impl='triton' computes in float32; float64 inputs need impl='chunk' (or 'naive')")
-    from loglinear.kernels.fused.delta_prep import MAX_K
-
-    if variant is Variant.DELTA_RULE and q.shape[-1] > MAX_K:
-        raise ValueError(f"impl='triton' with beta supports K <= {MAX_K}, got K={q.shape[-1]}; use impl='chunk'")
-
-
-_FLOATS = "bf16, fp16, fp32 (computed in float32) and float64 (computed in float64)"
-IMPLS: dict[str, Implementation] = {
-    "naive": Implementation(
-        _naive, _FLOATS, "expanded to H heads", "not used (dense in T)", "initial state; final state always computed",
-    ),
-    "recurrent": Implementation(
-        _recurrent, _FLOATS, "expanded to H heads", "not used (one token at a time)",
-        "initial state; final state always computed",
-    ),
-    "chunk": Implementation(
-        _chunk, _FLOATS, "one shared head (HK = 1) broadcast in place; other groupings expanded",
-        "any power of two, at most the sequence length rounded up to a power of two",
-        "initial state (sequences may start at different positions); final state only when asked for",
-    ),
-    "triton": Implementation(
-        _triton, "bf16, fp16, fp32 on CUDA (or CPU with TRITON_INTERPRET=1), accumulated in float32; float64 refused",
-        "read in place",
-        "a power of two used as min(max(chunk_size, 16), 256) (16: tl.dot's minimum, 256 = LEVEL_OF_LIMIT: the "
-        "in-kernel level computation's maximum), at most 64 for the delta rule; the delta rule needs K <= 128",
-        "initial state (with gradients); final state always computed",
-        check=_check_triton, reads_grouped_heads=True,
-    ),
-}
-"""Implementations by name; "auto" is "triton" for CUDA tensors (float64 excepted) and "chunk" elsewhere."""
-
-
-def _triton_available() -> bool:
-    return importlib.util.find_spec("triton") is not None
-
-
-def _resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None) -> str:
+def resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None, *, selfcheck: str | None = None) -> Choice:
     """`impl`, or for "auto": "triton" for CUDA tensors that are not float64 when triton is installed,
     except for the delta rule with K > 128 (the fused preparation's limit), which falls back to "chunk";
-    "chunk" everywhere else."""
+    "chunk" everywhere else. Where "triton" would run on a CUDA device, the self-check decides first
+    (kernels/selfcheck.py; `selfcheck`: its mode, None for LOGLINEAR_SELFCHECK): a failed check turns
+    "auto" into "chunk" with one warning and makes an explicit "triton" raise `SelfCheckFailed`."""
+    if impl != "auto" and impl not in IMPLS:
+        raise ValueError(f"unknown impl {impl!r}; valid: {', '.join(['auto', *IMPLS])}")
+    name = impl
     if impl == "auto":
         on_gpu = isinstance(q, Tensor) and q.is_cuda and q.dtype != torch.float64
-        if not (on_gpu and _triton_available()):
-            return "chunk"
+        if not (on_gpu and triton_available()):
+            return Choice("chunk")
         from loglinear.kernels.fused.delta_prep import MAX_K
 
-        return "chunk" if beta is not None and q.shape[-1] > MAX_K else "triton"
-    if impl not in IMPLS:
-        raise ValueError(f"unknown impl {impl!r}; valid: {', '.join(['auto', *IMPLS])}")
-    return impl
-
-
-def _compute_dtype(*xs: Tensor | None) -> torch.dtype:
-    return torch.float64 if any(x is not None and x.dtype == torch.float64 for x in xs) else torch.float32
-
-
-def _or_fresh(state: LogLinearState | None, q: Tensor, v: Tensor) -> LogLinearState:
-    B, _, H, K = q.shape
-    return state or LogLinearState.zeros(B, H, 1, v.shape[-1], K, device=q.device, dtype=q.dtype)
-
-
-def _with_levels(state: LogLinearState, levels: int) -> LogLinearState:
-    """The same state with `levels` buckets: zero-padded, or summed into one when levels == 1 (lam=None)."""
-    S = state.levels
-    if S.shape[2] == levels:
-        return state
-    if levels == 1:
-        return LogLinearState(S.sum(2, keepdim=True), state.position)
-    pad = S.new_zeros(S.shape[:2] + (levels - S.shape[2],) + S.shape[3:])
-    return LogLinearState(torch.cat([S, pad], dim=2), state.position)
+        name = "chunk" if beta is not None and q.shape[-1] > MAX_K else "triton"
+    # an explicit "triton" the implementation refuses (no triton, float64) raises its own error when it runs
+    if name == "triton" and q.is_cuda and q.dtype in CHECKED_DTYPES and triton_available():
+        return Choice(*checked_impl(impl, q.device, q.dtype, mode_of(selfcheck)))
+    return Choice(name)
 
 
 def log_linear_attn(
@@ -148,33 +60,11 @@ def log_linear_attn(
     with L >= num_levels(position + T), or None for a single state (plain gated linear attention /
     gated delta rule); beta (B, T, H) or None. Returns o (B, T, H, V) in v's dtype (float32
     accumulation) and the final LogLinearState when `output_final_state`, else None.
+    `impl`: a name in IMPLS or "auto" (`resolve_impl`).
     """
-    name = _resolve_impl(impl, q, beta)
-    if not isinstance(chunk_size, int) or chunk_size < 1 or chunk_size & (chunk_size - 1):
-        raise ValueError(f"chunk_size must be a power of two >= 1, got {chunk_size!r}")
-    check_inputs(q, k, v, g, lam, beta, initial_state, has_time=True)
-    variant, implementation = Variant.of(beta), IMPLS[name]
-    implementation.check(q, variant)
-    check_levels(lam, initial_state, q.shape[1])
-    check_values(q, k, v, g, lam, beta)
-
-    dtype = _compute_dtype(q, k, v, g, lam, beta)
-    native = implementation.reads_grouped_heads
-    if not native and not (name == "chunk" and q.shape[2] == 1):  # chunk broadcasts one shared head
-        q, k = expand_heads(q, v.shape[2]), expand_heads(k, v.shape[2])
-    # the fused kernels load their inputs in any float dtype and accumulate in float32 themselves
-    cast = [None if x is None else (x if native else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
-    in_levels = 1 if initial_state is None else initial_state.levels.shape[2]
-    out_levels = 1 if lam is None else max(lam.shape[-1], in_levels)
-    state = None
-    if initial_state is not None:
-        state = LogLinearState(initial_state.levels.to(dtype), initial_state.position)
-        if lam is None:
-            state = _with_levels(state, 1)
-    if lam is not None and lam.shape[-1] < out_levels:  # a deeper initial state: its extra levels read weight 0
-        cast[4] = torch.nn.functional.pad(cast[4], (0, out_levels - lam.shape[-1]))
-    o, final = implementation.run(*cast, variant, state, out_levels, chunk_size, need_state=output_final_state)
-    return o.to(v.dtype), (final if output_final_state else None)
+    name = resolve_impl(impl, q, beta).name
+    return run_impl(name, q, k, v, g, lam, beta, initial_state=initial_state, output_final_state=output_final_state,
+                    chunk_size=chunk_size)
 
 
 def log_linear_attn_step(
@@ -190,7 +80,7 @@ def log_linear_attn_step(
     """
     check_inputs(q_t, k_t, v_t, g_t, lam_t, beta_t, state, has_time=False)
     q_t, k_t = expand_heads(q_t, v_t.shape[1]), expand_heads(k_t, v_t.shape[1])
-    dtype = _compute_dtype(q_t, k_t, v_t, g_t, lam_t, beta_t)
+    dtype = compute_dtype(q_t, k_t, v_t, g_t, lam_t, beta_t)
     if state is None:
         B, H, K = q_t.shape[0], v_t.shape[1], q_t.shape[2]
         L = 1 if lam_t is None else lam_t.shape[-1]

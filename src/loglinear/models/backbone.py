@@ -159,6 +159,12 @@ class LanguageModel(nn.Module):
         """Per layer, the numbers one sequence's decoding cache holds after `seq_len` tokens (`Mixer.state_size`)."""
         return [block.mixer.state_size(seq_len) for block in self.blocks]
 
+    def implementations(self) -> dict[str, list[dict[str, Any]]]:
+        """Per mixer that runs the log-linear operator (`blocks.<i>.mixer`): the implementations it ran in this
+        process and the self-check verdicts they relied on (`Mixer.implementations`)."""
+        used = {f"blocks.{i}.mixer": block.mixer.implementations() for i, block in enumerate(self.blocks)}
+        return {name: impls for name, impls in used.items() if impls}
+
     def param_report(self) -> ParamReport:
         mixers = [b.mixer for b in self.blocks]
         mlps: list[nn.Module | None] = [b.mlp for b in self.blocks]

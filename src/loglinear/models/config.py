@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 
 from loglinear.checks import check_int
 from loglinear.kernels import IMPLS, num_levels
+from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
 """Level-bias options of the lambda head (see `lambda_bias_init`)."""
@@ -76,6 +77,9 @@ class ModelConfig:
     rope_base:        RoPE base of attention.
     norm_eps:         epsilon of every RMSNorm.
     impl:             operator implementation of the linear mixers ("auto": Triton on CUDA, chunk on CPU).
+    selfcheck:        the fused kernels' self-check before their first use on a CUDA device
+                      (kernels/selfcheck.py): "auto" (the stored verdict, or a check when there is none),
+                      "force" (check again), "skip" (no check); None: LOGLINEAR_SELFCHECK, else "auto".
     chunk_size:       chunk length of the chunkwise operator (a power of two); on the CPU chunk path the
                       linear mixers use at most max(16, K, V) (rounded up to a power of two): same output
                       up to rounding, less dense work per chunk.
@@ -103,6 +107,7 @@ class ModelConfig:
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
     impl: str = "auto"
+    selfcheck: str | None = None
     chunk_size: int = 64
 
     def __post_init__(self) -> None:
@@ -156,6 +161,9 @@ class ModelConfig:
         valid_impls = ("auto", *IMPLS)
         if self.impl not in valid_impls:
             raise ValueError(f"ModelConfig.impl: unknown impl {self.impl!r}; valid: {', '.join(valid_impls)}")
+        if self.selfcheck is not None and self.selfcheck not in SELFCHECK_MODES:
+            raise ValueError(f"ModelConfig.selfcheck: unknown mode {self.selfcheck!r}; valid: "
+                             f"{', '.join(SELFCHECK_MODES)} or null (LOGLINEAR_SELFCHECK)")
         check_int("ModelConfig.chunk_size", self.chunk_size, minimum=1)
         if self.chunk_size & (self.chunk_size - 1):
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")

@@ -14,13 +14,21 @@ decoding step; both share every line except the convolution and the operator cal
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
 
 from loglinear.checks import check_int
-from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step, occupied_levels, value_checks
+from loglinear.kernels import (
+    Choice,
+    LogLinearState,
+    log_linear_attn_step,
+    occupied_levels,
+    resolve_impl,
+    run_impl,
+    value_checks,
+)
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import ShortConv
 from loglinear.models.mixer import Mixer
@@ -74,7 +82,8 @@ class LinearAttentionMixer(Mixer):
         super().__init__(cfg)
         self.n_heads, self.key_dim, self.value_dim = n_heads, key_dim, value_dim
         self.signed_decay = signed_decay
-        self.impl, self.chunk_size = cfg.impl, cfg.chunk_size
+        self.impl, self.chunk_size, self.selfcheck = cfg.impl, cfg.chunk_size, cfg.selfcheck
+        self.choices: list[Choice] = []  # the implementations this mixer ran in this process, with their verdicts
         self.lambda_head = lambda_head
         self.widths = [conv_width, *rest_widths]
         self.in_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
@@ -100,11 +109,19 @@ class LinearAttentionMixer(Mixer):
         lam = None
         if self.lambda_head is not None:
             lam = self.lambda_head.levels_for(self.lambda_head(x, inp.g), x.shape[1])
+        # the implementation this call runs (on a CUDA device, after the fused kernels' self-check), recorded
+        choice = resolve_impl(self.impl, q, inp.beta, selfcheck=self.selfcheck)
+        if choice not in self.choices:
+            self.choices.append(choice)
         # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
         # operator's value checks (a pass over every input and a host sync per call) stay off here
         with value_checks(False):
-            o, _ = log_linear_attn(q, k, inp.v, inp.g, lam, inp.beta, impl=self.impl, chunk_size=self._chunk_size(x))
+            o, _ = run_impl(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=self._chunk_size(x))
         return self.output(o, conv_out, rest)
+
+    def implementations(self) -> list[dict[str, Any]]:
+        # a verdict of None: no check applies (an implementation other than triton, or not on a CUDA device)
+        return [{"impl": c.name, "selfcheck": None if c.verdict is None else c.verdict.record()} for c in self.choices]
 
     def _chunk_size(self, x: Tensor) -> int:
         """cfg.chunk_size, on the CPU chunk path at most max(16, K, V) rounded up to a power of two.

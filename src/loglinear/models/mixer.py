@@ -67,6 +67,11 @@ class Mixer(nn.Module):
         """Floating-point numbers the decoder of this layer holds for one sequence after `seq_len` >= 1 tokens."""
         raise NotImplementedError
 
+    def implementations(self) -> list[dict[str, Any]]:
+        """The log-linear operator's implementations this mixer ran in this process, each with the self-check
+        verdict it relied on: `{"impl": name, "selfcheck": verdict record or None}`; [] for a mixer without it."""
+        return []
+
     def lambda_parameter_count(self) -> int:
         """Parameters of the lambda head, its projection included (0 for a base mixer)."""
         return 0 if self.lambda_head is None else sum(p.numel() for p in self.lambda_head.parameters())

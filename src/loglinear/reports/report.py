@@ -2,7 +2,8 @@
 (the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
 solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
 them, accuracy by test length, the missing or failed runs, then the comparisons ending with what survives
-Holm, and the equal-state comparison when the sweep has one) and PNG plots (with the MQAR
+Holm, the operator implementations the runs ran (with a note under the first table when they
+differ), and the equal-state comparison when the sweep has one) and PNG plots (with the MQAR
 accuracy against state size). docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
@@ -57,11 +58,12 @@ STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
-    *RESULT_COLUMNS, "val_score", "test_score", *(f"state_size_{kind}" for kind in STATE_KINDS),
+    *RESULT_COLUMNS, "val_score", "test_score", "implementations", *(f"state_size_{kind}" for kind in STATE_KINDS),
 )
 """`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
-`state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training length
-(then `.../seq_len=L` at each test length L, after the test metrics)."""
+`implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
+recorded); `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training
+length (then `.../seq_len=L` at each test length L, after the test metrics)."""
 
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with the best mean "
@@ -93,6 +95,16 @@ EQUAL_STATE_NOTE = (
     "(numbers its decoder holds per sequence over all layers at the longest test length; `mqar_frontier.png` "
     "draws every cell), paired by seed, each side at its own selected learning rate, with the tests of the "
     "paired comparisons above, in the same Holm family."
+)
+
+IMPLEMENTATIONS_NOTE = (
+    "The implementations of the log-linear operator the finished runs' mixers ran (result.json `implementations`) "
+    "and the fused kernels' self-check verdicts they relied on (docs/operator.md, \"The fused kernels' self-check\")."
+)
+
+MIXED_NOTE = (
+    "These tables are built from runs that ran different implementations of the log-linear operator: {counts} "
+    "(see \"Operator implementations\" below)."
 )
 
 LENGTH_NOTE = (
@@ -175,6 +187,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     if by_length:
         parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length, family),
                   LENGTH_PAIRED_NOTE.format(pct=pct)]
+    parts += ["## Operator implementations\n", implementations_section(sweep)]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
     if equal_state:
@@ -332,9 +345,50 @@ def _pivot(sweep: Sweep, cells: dict, fmt) -> str:
 def _note(sweep: Sweep, pct: str) -> str:
     lengths = test_lengths(sweep)
     note = NOTE.format(pct=pct)
-    if len(lengths) < 2:
-        return note
-    return f"{note} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
+    if len(lengths) >= 2:
+        note = f"{note} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
+    mixed = mixed_implementations(sweep)
+    return note if not mixed else note + "\n\n" + MIXED_NOTE.format(counts=mixed)
+
+
+def mixed_implementations(sweep: Sweep) -> str | None:
+    """`chunk (3 runs), triton (12 runs)` when the finished runs that ran the operator did not all run the same
+    implementations; None otherwise."""
+    counts: dict[str, int] = {}
+    for r in sweep.records:
+        if r.status in FINISHED and r.implementations:
+            label = implementations_label(r.implementations)
+            counts[label] = counts.get(label, 0) + 1
+    if len(counts) < 2:
+        return None
+    return ", ".join(f"{label} ({n} run{'s' if n > 1 else ''})" for label, n in sorted(counts.items()))
+
+
+def implementations_section(sweep: Sweep) -> str:
+    """One row per (implementations, self-check verdicts) among the finished runs, with how many runs."""
+    finished = [r for r in sweep.records if r.status in FINISHED]
+    if not any(r.implementations is not None for r in finished):
+        return "Not recorded in the finished runs' results."
+    groups: dict[tuple[str, str], int] = {}
+    for r in finished:
+        key = (implementations_label(r.implementations), "; ".join(map(verdict_text, r.selfchecks)) or "-")
+        groups[key] = groups.get(key, 0) + 1
+    rows = [[label, str(n), verdicts] for (label, verdicts), n in groups.items()]
+    return IMPLEMENTATIONS_NOTE + "\n\n" + markdown_table(["implementations", "runs", "self-check"], rows)
+
+
+def implementations_label(implementations: tuple[str, ...] | None) -> str:
+    if implementations is None:
+        return "not recorded"
+    return " + ".join(f"`{name}`" for name in implementations) or "none (no mixer runs the operator)"
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """`passed on NVIDIA H100 (bfloat16)`, or `failed on ...: the failure (stored in PATH)`, for a table cell."""
+    text = f"{verdict['status']} on {verdict['device']} ({verdict['dtype']})"
+    if verdict["status"] == "failed":
+        text += f": {verdict['failure']} (stored in {verdict['path']})"
+    return text.replace("|", "\\|")
 
 
 def test_lengths(sweep: Sweep) -> list[int]:
@@ -406,6 +460,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                 "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
                 "val_score": r.val_score, "test_score": r.test_score,
                 **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
+                "implementations": " ".join(r.implementations or ()),
             }
             writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
                             + [_csv(r.state_at(n, kind)) for kind, n in states]

@@ -167,6 +167,23 @@ class Record:
         return self.point[key] if key in self.point else lookup(self.config, key)
 
     @property
+    def implementations(self) -> tuple[str, ...] | None:
+        """The log-linear operator's implementations the run's mixers ran, sorted (() for a run without such a
+        mixer); None when its result does not record them."""
+        used = self.result.get("implementations")
+        if used is None:
+            return None
+        return tuple(sorted({use["impl"] for uses in used.values() for use in uses}))
+
+    @property
+    def selfchecks(self) -> list[dict[str, Any]]:
+        """The distinct self-check verdicts (result.json records) the run's implementations relied on."""
+        found: list[dict[str, Any]] = []
+        for uses in (self.result.get("implementations") or {}).values():
+            found += [use["selfcheck"] for use in uses if use["selfcheck"] and use["selfcheck"] not in found]
+        return found
+
+    @property
     def mixer(self) -> str:
         return str(self.get(MIXER_KEY))
 

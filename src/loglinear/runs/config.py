@@ -32,8 +32,10 @@ from loglinear.synthetics.config import as_data_config, evaluation_sets, trainin
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("data", "model", "train", "logger")
-ID_EXCLUDED = ("out_dir", "logger")
-"""Top-level config keys that do not change what a run computes, so they are not part of its id."""
+ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck")
+"""Config keys that do not change what a run computes, so they are not part of its identity (its id, and what a
+rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
+agent), whether the fused kernels check themselves first (result.json records what ran)."""
 ID_LENGTH = 10
 
 
@@ -260,8 +262,16 @@ def _one_line(e: OmegaConfBaseException) -> str:
     key = getattr(e, "full_key", None)
     return f"{key}: {message}" if key else message
 
+def identity(config: dict[str, Any]) -> dict[str, Any]:
+    """What a run computes: its configuration (a plain dict) without the ID_EXCLUDED keys."""
+    kept = {k: v for k, v in config.items() if k not in ID_EXCLUDED}
+    for group, _, name in (key.partition(".") for key in ID_EXCLUDED if "." in key):
+        if isinstance(kept.get(group), dict):
+            kept[group] = {k: v for k, v in kept[group].items() if k != name}
+    return kept
+
+
 def run_id(cfg: RunConfig) -> str:
-    """The stable id of a run: a hash of its resolved configuration without `out_dir` and `logger`."""
-    identity = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ID_EXCLUDED}
-    canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    """The stable id of a run: a hash of its resolved configuration's `identity`."""
+    canonical = json.dumps(identity(dataclasses.asdict(cfg)), sort_keys=True, separators=(",", ":"), allow_nan=True)
     return hashlib.sha1(canonical.encode()).hexdigest()[:ID_LENGTH]

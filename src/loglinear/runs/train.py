@@ -13,7 +13,9 @@ The run directory (`cfg.out_dir`) holds:
                  `wall_time_s`, `state_size` (runs/state_size.py), `peak_memory_bytes` (the most GPU
                  memory torch held for tensors during this session of the run,
                  `torch.cuda.max_memory_allocated`; null off CUDA),
-                 the final validation and test metrics (per slice), and `error`.
+                 the final validation and test metrics (per slice), `implementations` (per mixer that runs
+                 the log-linear operator: each implementation it ran in this session and the fused
+                 kernels' self-check verdict it relied on) and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
@@ -40,7 +42,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.runs.checkpoints import Resume, resume_point
-from loglinear.runs.config import SOLVED, ConfigError, RunConfig, to_container, to_yaml
+from loglinear.runs.config import SOLVED, ConfigError, RunConfig, identity, to_container, to_yaml
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
@@ -92,7 +94,7 @@ def is_rank_zero() -> bool:
 
 def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) -> dict[str, Any]:
     config_path = out / CONFIG
-    other = config_path.is_file() and _identity(_load_config(config_path)) != _identity(to_container(cfg))
+    other = config_path.is_file() and identity(_load_config(config_path)) != identity(to_container(cfg))
     if other and _has_progress(out):
         raise ConfigError(
             f"out_dir {out} holds a run of another configuration (see its config.yaml); use a new out_dir"
@@ -145,12 +147,6 @@ def _has_progress(out: Path) -> bool:
     return False
 
 
-def _identity(config: dict[str, Any]) -> dict[str, Any]:
-    """What a run computes: its config without where it lives and how it is logged (a run may move, or be
-    resumed by a wandb agent)."""
-    return {k: v for k, v in config.items() if k not in ("out_dir", "logger")}
-
-
 def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
     summary: dict[str, Any] = {"wall_time_s": round(wall, 3), "config": to_container(cfg)}
     if model is not None:
@@ -158,6 +154,7 @@ def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
         summary["params"] = report.total
         summary["param_report"] = {k: getattr(report, k) for k in vars(report)}
         summary["state_size"] = state_size_summary(model, cfg.data)
+        summary["implementations"] = model.implementations()
     return summary
 
 

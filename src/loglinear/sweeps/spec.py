@@ -26,8 +26,9 @@ may share a run preset's name, and `../name.yaml` or `name.yaml` finds configs/n
 With a `protocol`, each seed sets `train.seed` and `data.seed`; `expand` gives stage 1 (every point on
 the selection seeds) and `expand(spec, points)` the confirmation runs the report's selection asks for.
 
-A run's id hashes its resolved configuration without `out_dir` and `logger` (how a run is logged
-is not what it is): the same run has the same id in any process, whatever the key order of the spec.
+A run's id hashes its resolved configuration without `out_dir`, `logger` and `model.selfcheck`
+(runs/config.py, ID_EXCLUDED: how a run is logged or guarded is not what it is): the same run has the same
+id in any process, whatever the key order of the spec.
 """
 
 from __future__ import annotations

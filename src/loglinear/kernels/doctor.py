@@ -1,0 +1,70 @@
+"""`loglinear doctor`: the versions, the devices, which implementation `impl="auto"` picks on each, and the
+fused kernels' self-check run now (kernels/selfcheck.py), its verdicts stored for the next runs."""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Callable
+
+import torch
+
+from loglinear.kernels.api import resolve_impl
+from loglinear.kernels.impls import triton_available
+from loglinear.kernels.selfcheck import (
+    CACHE_ENV,
+    MODE_ENV,
+    cache_dir,
+    dtype_name,
+    mode_of,
+    package_version,
+    verdict,
+    versions,
+)
+
+CUDA_DTYPES = (torch.float32, torch.bfloat16)
+"""The dtypes checked on a CUDA device: float32, and bf16 (what bf16-mixed training, the GPU default, feeds in)."""
+
+
+def run_doctor(emit: Callable[[str], None] = print) -> bool:
+    """Report line by line through `emit`; True when every self-check run passed (or none could run).
+
+    Without a CUDA device the check runs on the CPU in Triton's interpreter (TRITON_INTERPRET=1 must be set
+    before the kernels are imported; `loglinear doctor` does so), in float32.
+    """
+    found = {**versions(), "lightning": package_version("lightning")}
+    emit(f"Python {platform.python_version()}, " + ", ".join(
+        f"{name} {found[name] or 'not installed'}" for name in ("torch", "triton", "lightning", "loglinear")))
+    emit(f"self-check mode: {mode_of()} ({MODE_ENV}); verdicts stored in {cache_dir()} ({CACHE_ENV})")
+    cpu = resolve_impl("auto", torch.zeros(1, 1, 1, 1)).name
+    if not triton_available():
+        emit(f"triton is not installed: nothing to check; auto uses {cpu} on the CPU and on any CUDA device")
+        return True
+    if not torch.cuda.is_available():
+        well = _check(torch.device("cpu"), (torch.float32,), emit)
+        emit(f"no CUDA device: auto uses {cpu}")
+        return well
+    emit(f"cpu: auto uses {cpu}")
+    well = True
+    for index in range(torch.cuda.device_count()):
+        device = torch.device("cuda", index)
+        major, minor = torch.cuda.get_device_capability(device)
+        emit(f"{device}: {torch.cuda.get_device_name(device)}, compute capability {major}.{minor}")
+        well = _check(device, CUDA_DTYPES, emit) and well
+        for dtype in CUDA_DTYPES:
+            picked = resolve_impl("auto", torch.zeros(1, 1, 1, 1, device=device, dtype=dtype)).name
+            emit(f"{device}: auto uses {picked} for {dtype_name(dtype)}")
+    return well
+
+
+def _check(device: torch.device, dtypes: tuple[torch.dtype, ...], emit: Callable[[str], None]) -> bool:
+    """The self-check of `device` in each dtype, run now (and stored); True when all passed."""
+    well = True
+    for dtype in dtypes:
+        found = verdict(device, dtype, "force")
+        where = f"{found.key['device']}, {dtype_name(dtype)}"
+        if found.status == "passed":
+            emit(f"self-check on {where}: passed (closest: {found.closest}); stored in {found.path}")
+        else:
+            emit(f"self-check on {where}: FAILED: {found.failure}; stored in {found.path}")
+            well = False
+    return well

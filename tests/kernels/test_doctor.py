@@ -1,0 +1,45 @@
+"""`loglinear doctor` on a machine without CUDA: versions, the check in Triton's interpreter, "auto uses chunk",
+and its exit status (tests/conftest.py sets TRITON_INTERPRET=1, as the command does without a CUDA device)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from loglinear.cli import main
+from loglinear.kernels.selfcheck import CACHE_ENV, MODE_ENV, cache_key, cache_path
+
+pytest.importorskip("triton")
+from .selfcheck_helpers import break_output, new_process  # noqa: E402  (after the importorskip)
+
+pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the report of a machine without CUDA")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.delenv(MODE_ENV, raising=False)
+    new_process(monkeypatch)
+
+
+def test_doctor_on_a_cpu_machine_checks_in_the_interpreter_says_chunk_and_exits_0(capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert f"torch {torch.__version__}, triton " in out and ", lightning " in out and ", loglinear " in out
+    path = cache_path(cache_key(torch.device("cpu"), torch.float32))
+    assert "self-check on cpu (Triton interpreter), float32: passed (closest: " in out
+    assert f"stored in {path}" in out and path.is_file()
+    assert out.rstrip().endswith("no CUDA device: auto uses chunk")
+
+
+def test_doctor_exits_1_on_a_failed_check(monkeypatch, capsys):
+    break_output(monkeypatch)
+    assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "self-check on cpu (Triton interpreter), float32: FAILED: " in out and "o relative error" in out
+
+
+def test_doctor_help_and_usage(capsys):
+    assert main(["doctor", "--help"]) == 0
+    assert "Exit status: 0 every check passed" in capsys.readouterr().out
+    assert main(["doctor", "now"]) == 2
