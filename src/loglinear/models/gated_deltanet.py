@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from loglinear.models.decay_init import initial_A_log, initial_dt_bias
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, RMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
-from loglinear.models.mamba2 import initial_A_log, initial_dt_bias
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -51,7 +51,7 @@ class GatedDeltaNet(LinearAttentionMixer):
         )
         self.beta_max = 2.0 if cfg.negative_eigenvalues else 1.0
         self.A_log = nn.Parameter(initial_A_log(H))
-        self.dt_bias = nn.Parameter(initial_dt_bias(H))
+        self.dt_bias = nn.Parameter(initial_dt_bias(H, cfg.dt_init_max))
         self.norm = (
             GatedRMSNorm(V, cfg.norm_eps, norm_before_gate=True) if cfg.use_output_gate else RMSNorm(V, cfg.norm_eps)
         )

@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from loglinear.models.decay_init import initial_A_log, initial_dt_bias
 from loglinear.models.lambda_params import LambdaHead
-from loglinear.models.layers import GatedRMSNorm, inverse_softplus
+from loglinear.models.layers import GatedRMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
 from loglinear.models.signed_decay import signed_log_decay
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
-
-DT_RANGE = (1e-3, 1e-1)
-"""Initial step sizes dt are log-uniform in this range (Mamba / Mamba-2 convention)."""
-A_RANGE = (1.0, 16.0)
-"""Initial decay rates A = exp(A_log) are uniform in this range (Mamba-2 convention)."""
-
-
-def initial_dt_bias(n_heads: int) -> Tensor:
-    """dt_bias = softplus^-1(dt) with dt log-uniform in DT_RANGE, so that softplus(0 + dt_bias) = dt at start."""
-    lo, hi = (math.log(x) for x in DT_RANGE)
-    dt = torch.exp(torch.rand(n_heads) * (hi - lo) + lo).clamp_min(1e-4)
-    return inverse_softplus(dt)
-
-
-def initial_A_log(n_heads: int) -> Tensor:
-    return torch.empty(n_heads).uniform_(*A_RANGE).log()
-
 
 class Mamba2(LinearAttentionMixer):
     """Mamba-2 mixer with d_inner = expand * d_model, H = d_inner / head_dim heads, state dim N.
@@ -56,7 +39,7 @@ class Mamba2(LinearAttentionMixer):
             rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
             lambda_head=lambda_head,
         )
-        self.dt_bias = nn.Parameter(initial_dt_bias(H))
+        self.dt_bias = nn.Parameter(initial_dt_bias(H, cfg.dt_init_max))
         self.A_log = nn.Parameter(initial_A_log(H))
         self.D = nn.Parameter(torch.ones(H))
         self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_before_gate=False)
