@@ -9,10 +9,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from loglinear.models import MIXERS, build_model
+from loglinear.models.config import ModelConfig
+from loglinear.models.decay_init import A_RANGE, DT_MIN
 from loglinear.models.init import INIT_STD, init_from_seed
-from loglinear.models.mamba2 import A_RANGE, DT_RANGE
 
 from .helpers import BASE_OF, LOG_LINEAR
+
+DT_RANGE = (DT_MIN, ModelConfig.dt_init_max)
 
 RICH = dict(mlp_ratio=2.0, tie_embeddings=False)  # every kind of module: MLP and a separate LM head too
 FIXED = ("norm.weight", ".D", ".param.scale")

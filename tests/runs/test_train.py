@@ -215,3 +215,20 @@ def test_two_data_parallel_ranks_train_one_run_and_evaluate_whole_sets(tmp_path)
     assert single.keys() == result["test"].keys()
     for name, value in single.items():
         assert result["test"][name] == pytest.approx(value, abs=1e-6), name
+
+
+def test_negative_transitions_are_logged_per_head_at_validation(tmp_path):
+    parity = [a for a in TINY if not a.startswith(("data.task", "data.eval_sets", "model."))] + [
+        "data.task=parity", "data.task_args.seq_len=8", "data.eval_sets=[{}]", "model.mixer=mamba2",
+        "model.d_model=32", "train.max_steps=10", "train.val_every=5", "train.early_stop_threshold=null"]
+
+    def run(name: str, *extra: str):
+        return train(load_run_config(None, [*parity, f"out_dir={tmp_path / name}", *extra]))
+
+    signed = run("signed", "model.negative_eigenvalues=true", "model.dt_init_max=2.0")
+    names = [f"val/negative_transitions/layer=0/head={h}" for h in range(4)]  # d_model 32: 4 heads of 16
+    fractions = [signed["final_val"][n] for n in names]
+    assert all(0 <= f <= 1 for f in fractions) and max(fractions) > 0
+    assert set(names) <= set((tmp_path / "signed" / "metrics.csv").read_text().splitlines()[0].split(","))
+    unsigned = run("unsigned")
+    assert not any(k.startswith("val/negative_transitions") for k in unsigned["final_val"])

@@ -138,3 +138,21 @@ def test_state_study_is_state_limited_with_an_equal_state_arm():
     _, equal = state("mamba2", 49)
     _, smaller = state("mamba2", 8, built_with=48)
     assert (log_linear, equal) == (1936, 1958) and smaller < log_linear <= equal
+
+
+def test_grazzi_parity_spec_is_their_public_protocol():
+    """automl/unlocking_state_tracking, xlstm/experiments/parity_mamba{,_2}.yaml: 2 layers, d_model 128, batch 256,
+    lr 1e-3 with 2,000 warmup steps then cosine to 1e-3 x lr at 20,000 steps, training lengths 3..40."""
+    runs = expand(load_spec(CONFIGS / "sweeps" / "parity_grazzi.yaml"))
+    assert sorted((r.config.model.negative_eigenvalues, r.config.train.seed) for r in runs) == [
+        (neg, seed) for neg in (False, True) for seed in range(1, 6)]
+    for run in runs:
+        cfg = run.config
+        assert (cfg.model.mixer, cfg.model.n_layers, cfg.model.d_model, cfg.model.mlp_ratio) == ("mamba2", 2, 128, 0)
+        assert cfg.data.task_args == {"seq_len": 40, "scored": "last", "min_seq_len": 3}
+        assert cfg.data.batch_size == 256 and cfg.data.seed == cfg.train.seed
+        t = cfg.train
+        assert (t.lr, t.warmup_steps, t.max_steps, t.min_lr_ratio, t.weight_decay) == (1e-3, 2000, 20000, 1e-3, 0)
+        assert t.early_stop_threshold is None
+        assert [s.get("seq_len", 40) for s in cfg.data.eval_sets] == [40, 80, 160, 256]
+        assert all(s["min_seq_len"] is None for s in cfg.data.eval_sets)  # each test set at exactly its length

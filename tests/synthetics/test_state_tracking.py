@@ -24,6 +24,29 @@ def test_parity_targets_are_running_xor(seq_len, seed):
         assert targets == [sum(bits[: t + 1]) % 2 for t in range(seq_len)]
 
 
+@settings(max_examples=30)
+@given(bounds=st.lists(lengths, min_size=2, max_size=2), seed=seeds)
+def test_parity_with_min_seq_len_scores_one_parity_per_example_at_its_own_length(bounds, seed):
+    min_len, seq_len = sorted(bounds)
+    batch = get_task("parity", seq_len=seq_len, scored="last", min_seq_len=min_len).sample(64, seed)
+    for bits, targets, length in zip(batch.inputs.tolist(), batch.targets.tolist(),
+                                     batch.slices["seq_len"].tolist(), strict=True):
+        assert min_len <= length <= seq_len
+        assert targets == [IGNORE_INDEX] * (length - 1) + [sum(bits[:length]) % 2] + [IGNORE_INDEX] * (seq_len - length)
+
+
+def test_parity_lengths_cover_the_range():
+    lengths = get_task("parity", seq_len=40, scored="last", min_seq_len=3).sample(38 * 100, 0).slices["seq_len"]
+    assert lengths.min() == 3 and lengths.max() == 40 and (torch.bincount(lengths)[3:] > 0).all()
+
+
+def test_parity_min_seq_len_needs_the_last_position_scored():
+    with pytest.raises(ValueError, match="min_seq_len"):
+        get_task("parity", seq_len=40, min_seq_len=3)
+    with pytest.raises(ValueError, match="min_seq_len"):
+        get_task("parity", seq_len=40, scored="last", min_seq_len=41)
+
+
 @pytest.mark.parametrize("name", ["parity", "s3", "s5", "a5", "s5_transpositions"])
 @settings(max_examples=15)
 @given(seq_len=lengths, seed=seeds)

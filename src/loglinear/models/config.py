@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from loglinear.checks import check_int
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
+from loglinear.models.decay_init import DT_MIN
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
 """Level-bias options of the lambda head (see `lambda_bias_init`)."""
@@ -74,6 +75,10 @@ class ModelConfig:
                       ignore it.
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
+    dt_init_max:      Mamba-2 and Gated DeltaNet start with step sizes dt log-uniform from 1e-3 to this
+                      (0.1: Mamba's), and decay rates A in [1, 16], so the decay's log dt * A starts at
+                      most 1.6 * dt_init_max / 0.1. With `negative_eigenvalues` Mamba-2's alpha is
+                      negative only where dt * A > ln 2: a larger dt_init_max starts more heads there.
     rope_base:        RoPE base of attention.
     norm_eps:         epsilon of every RMSNorm.
     impl:             operator implementation of the linear mixers ("auto": Triton on CUDA, chunk on CPU).
@@ -104,6 +109,7 @@ class ModelConfig:
     use_output_gate: bool = True
     scale_lambda: bool = True
     negative_eigenvalues: bool = False
+    dt_init_max: float = 0.1
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
     impl: str = "auto"
@@ -169,6 +175,10 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")
         if self.mlp_ratio < 0:
             raise ValueError(f"ModelConfig.mlp_ratio must be >= 0 (0 = no MLP), got {self.mlp_ratio}")
+        if not self.dt_init_max > DT_MIN:
+            raise ValueError(
+                f"ModelConfig.dt_init_max must be > {DT_MIN} (the smallest initial dt), got {self.dt_init_max}"
+            )
         for name in ("norm_eps", "rope_base"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"ModelConfig.{name} must be > 0, got {getattr(self, name)}")

@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from loglinear.models.decay_init import initial_A_log, initial_dt_bias
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, RMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
-from loglinear.models.mamba2 import initial_A_log, initial_dt_bias
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -50,6 +50,7 @@ class GatedDeltaNet(LinearAttentionMixer):
             lambda_head=lambda_head,
         )
         self.beta_max = 2.0 if cfg.negative_eigenvalues else 1.0
+        self.dt_init_max = cfg.dt_init_max
         self.A_log, self.dt_bias = nn.Parameter(torch.empty(H)), nn.Parameter(torch.empty(H))
         self.init_parameters()
         self.norm = (
@@ -61,7 +62,7 @@ class GatedDeltaNet(LinearAttentionMixer):
         """The mixer's own parameters (its submodules have their own): A_log and dt_bias as in Mamba-2."""
         with torch.no_grad():
             self.A_log.copy_(initial_A_log(self.n_heads, generator))
-            self.dt_bias.copy_(initial_dt_bias(self.n_heads, generator))
+            self.dt_bias.copy_(initial_dt_bias(self.n_heads, self.dt_init_max, generator))
 
     @classmethod
     def num_heads(cls, cfg: ModelConfig) -> int:

@@ -33,6 +33,7 @@ from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import ShortConv
 from loglinear.models.mixer import Mixer
 from loglinear.models.signed_decay import apply_sign_prefix
+from loglinear.models.transition_counts import TransitionCounts, negative_eigenvalue
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -71,6 +72,8 @@ class LinearAttentionMixer(Mixer):
     Subclasses pass their widths to `__init__` and implement `operator_inputs` and `output`; a
     `lambda_head` (None for the base mixers) reads x through its own projection, so the input
     projection has the same shape with and without it.
+    While `transition_counts` is set (`count_transitions`), `forward` adds each token's negative-eigenvalue
+    transitions to it (mixers whose transitions cannot be negative count nothing).
     """
 
     transitions = True
@@ -88,6 +91,11 @@ class LinearAttentionMixer(Mixer):
         self.widths = [conv_width, *rest_widths]
         self.in_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
         self.conv = ShortConv(conv_width, cfg.conv_size, bias=conv_bias)
+        self.transition_counts: TransitionCounts | None = None
+
+    def count_transitions(self, on: bool) -> None:
+        """Start counting negative-eigenvalue transitions per head in `forward` (afresh), or stop."""
+        self.transition_counts = TransitionCounts(self.n_heads) if on else None
 
     def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
         raise NotImplementedError
@@ -104,6 +112,10 @@ class LinearAttentionMixer(Mixer):
         conv_out = self.conv(conv_in)
         inp = self.operator_inputs(conv_out, rest)
         q, k = inp.q, inp.k
+        if self.transition_counts is not None:
+            negative = negative_eigenvalue(inp.sign, inp.beta)
+            if negative is not None:
+                self.transition_counts.add(negative)
         if inp.sign is not None:
             q, k, _ = apply_sign_prefix(q, k, inp.sign)
         lam = None

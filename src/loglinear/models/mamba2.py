@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from loglinear.models.decay_init import initial_A_log, initial_dt_bias
 from loglinear.models.lambda_params import LambdaHead
-from loglinear.models.layers import GatedRMSNorm, inverse_softplus
+from loglinear.models.layers import GatedRMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
 from loglinear.models.signed_decay import signed_log_decay
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
-
-DT_RANGE = (1e-3, 1e-1)
-"""Initial step sizes dt are log-uniform in this range (Mamba / Mamba-2 convention)."""
-A_RANGE = (1.0, 16.0)
-"""Initial decay rates A = exp(A_log) are uniform in this range (Mamba-2 convention)."""
-
-
-def initial_dt_bias(n_heads: int, generator: torch.Generator | None = None) -> Tensor:
-    """dt_bias = softplus^-1(dt) with dt log-uniform in DT_RANGE, so that softplus(0 + dt_bias) = dt at start."""
-    lo, hi = (math.log(x) for x in DT_RANGE)
-    dt = torch.exp(torch.rand(n_heads, generator=generator) * (hi - lo) + lo).clamp_min(1e-4)
-    return inverse_softplus(dt)
-
-
-def initial_A_log(n_heads: int, generator: torch.Generator | None = None) -> Tensor:
-    return torch.empty(n_heads).uniform_(*A_RANGE, generator=generator).log()
-
 
 class Mamba2(LinearAttentionMixer):
     """Mamba-2 mixer with d_inner = expand * d_model, H = d_inner / head_dim heads, state dim N.
@@ -56,6 +39,7 @@ class Mamba2(LinearAttentionMixer):
             rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
             lambda_head=lambda_head,
         )
+        self.dt_init_max = cfg.dt_init_max
         self.dt_bias, self.A_log, self.D = (nn.Parameter(torch.empty(H)) for _ in range(3))
         self.init_parameters()
         self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_before_gate=False)
@@ -64,7 +48,7 @@ class Mamba2(LinearAttentionMixer):
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         """The mixer's own parameters (its submodules have their own): dt_bias, A_log as in Mamba-2, D = 1."""
         with torch.no_grad():
-            self.dt_bias.copy_(initial_dt_bias(self.n_heads, generator))
+            self.dt_bias.copy_(initial_dt_bias(self.n_heads, self.dt_init_max, generator))
             self.A_log.copy_(initial_A_log(self.n_heads, generator))
             self.D.fill_(1.0)
 

@@ -8,7 +8,9 @@ cross-entropy there, and accuracies. Metric names carry the split prefix:
   its scored positions), `{val,test}/acc_token` (over all scored tokens), `{val,test}/acc_seq` (the
   fraction of examples with every scored position right: full-sequence accuracy for state tracking);
 - per slice: `val/acc/num_kv_pairs=64`, `val/acc/seq_len=512`, ... (and `acc_seq/...`), and per
-  evaluation set `val/acc/set=<name>` when there are several.
+  evaluation set `val/acc/set=<name>` when there are several;
+- with `model.negative_eigenvalues`, `val/negative_transitions/layer=<i>/head=<h>`: the fraction of the
+  validation tokens on which that head's transition has a negative eigenvalue (transition_counts.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch import Tensor
 
 from loglinear.models.backbone import build_model
 from loglinear.models.config import ModelConfig
+from loglinear.models.linear_mixer import LinearAttentionMixer
 from loglinear.models.optim import param_groups
 from loglinear.runs.config import TrainConfig
 from loglinear.targets import IGNORE_INDEX
@@ -90,8 +93,25 @@ class LitLanguageModel(L.LightningModule):
     def test_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         self._accumulate("test", batch)
 
+    def on_validation_epoch_start(self) -> None:
+        for mixer in self._signed_mixers():
+            mixer.count_transitions(True)
+
     def on_validation_epoch_end(self) -> None:
         self._log_accumulated("val")
+        fractions = {}
+        for layer, mixer in enumerate(self._signed_mixers()):
+            for head, fraction in enumerate(mixer.transition_counts.fractions()):
+                fractions[f"val/negative_transitions/layer={layer}/head={head}"] = fraction
+            mixer.count_transitions(False)
+        if fractions:
+            self.log_dict(fractions)
+
+    def _signed_mixers(self) -> list[LinearAttentionMixer]:
+        """The mixers whose transitions may have negative eigenvalues (none without `negative_eigenvalues`)."""
+        if not self.model_cfg.negative_eigenvalues:
+            return []
+        return [b.mixer for b in self.model.blocks if isinstance(b.mixer, LinearAttentionMixer)]
 
     def on_test_epoch_end(self) -> None:
         self._log_accumulated("test")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from loglinear.synthetics.arguments import check_int
-from loglinear.synthetics.batch import Batch
+from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.scoring import check_scored, keep_scored
 from loglinear.synthetics.task import Task
 
@@ -23,16 +23,31 @@ class Parity(Task):
 
     `vocab_size` = `num_classes` = 2. `scored="last"` scores only the final parity (Deletang et al.'s
     protocol; a test set at length L then measures the parity of L bits exactly), `"every"` (default)
-    every prefix: training at length T then teaches every length 1..T.
+    every prefix: training at length T then teaches every length 1..T. `min_seq_len` (with `"last"`)
+    gives each example its own length L, uniform in min_seq_len..seq_len, scored at position L - 1 only:
+    Grazzi et al.'s training lengths 3-40, one parity per sequence (the bits after L - 1 are never read by a
+    causal model, so they stand for the padding; the `seq_len` slice is L).
     """
 
     name = "parity"
 
-    def __init__(self, seq_len: int = 64, scored: str = "every") -> None:
+    def __init__(self, seq_len: int = 64, scored: str = "every", min_seq_len: int | None = None) -> None:
         self.seq_len = check_int("seq_len", seq_len, minimum=1)
         self.scored = check_scored(scored)
+        self.min_seq_len = min_seq_len
+        if min_seq_len is not None:
+            check_int("min_seq_len", min_seq_len, minimum=1, maximum=seq_len)
+            if scored != "last":
+                raise ValueError(f"min_seq_len needs scored='last' (one parity per example), got scored={scored!r}")
         self.vocab_size = self.num_classes = 2
 
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         bits = torch.randint(0, 2, (batch_size, self.seq_len), generator=generator)
-        return self._batch(bits, keep_scored(bits.cumsum(dim=1).remainder_(2), self.scored))
+        parities = bits.cumsum(dim=1).remainder_(2)
+        if self.min_seq_len is None:
+            return self._batch(bits, keep_scored(parities, self.scored))
+        lengths = torch.randint(self.min_seq_len, self.seq_len + 1, (batch_size,), generator=generator)
+        rows, last = torch.arange(batch_size), lengths - 1
+        targets = torch.full_like(bits, IGNORE_INDEX)
+        targets[rows, last] = parities[rows, last]
+        return self._batch(bits, targets, seq_len=lengths)
