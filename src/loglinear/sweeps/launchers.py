@@ -26,10 +26,11 @@ from typing import Any
 import yaml
 
 from loglinear.runs.folder import is_finished, status_of
+from loglinear.sweeps.arguments import command_line_value, override
 from loglinear.sweeps.manifest import RUNS, run_dir
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import GRACE_S, SweepOutcome, cpu_count, finish_run, start_run
-from loglinear.sweeps.spec import Run, SpecError, SweepSpec, command_line_value, override
+from loglinear.sweeps.spec import Run, SpecError, SweepSpec
 
 SUBMITIT_FOLDER = "submitit"
 SUBMITIT_DEFAULTS: dict[str, Any] = {"timeout_min": 24 * 60}
