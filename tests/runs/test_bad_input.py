@@ -155,6 +155,13 @@ def test_an_edited_config_of_a_finished_run_is_refused_not_ignored(tmp_path, cap
     assert read_result(out)["config"]["train"]["lr"] == 0.001
 
 
+def test_a_read_only_out_dir_is_one_line_naming_it(small_disk, capsys):
+    out = small_disk.path / "run"
+    small_disk.read_only()
+    line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]), expected=1)
+    assert line == f"loglinear train: cannot write {out}: Read-only file system"
+
+
 def test_a_corrupt_result_is_named_and_the_run_redone(tmp_path, capsys):
     out = tmp_path / "run"
     assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0

@@ -6,6 +6,7 @@ with one sentence of what is significant) and PNG plots."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +39,7 @@ from loglinear.reports.state_tracking import (
     scaled,
     training_lengths,
 )
-from loglinear.runs.folder import FINISHED
+from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.spec import describe
 
 TABLE = "table.md"
@@ -98,7 +99,7 @@ def write_report(out: str | Path) -> Report:
     pairings = paired_comparisons(sweep)
     by_length = length_pairings(sweep)
     table = render_tables(sweep, pairings, by_length)
-    (out / TABLE).write_text(table)
+    write_text_atomic(out / TABLE, table)
     write_csv(sweep, out / CSV)
     write_paired_csv(pairings, out / PAIRED_CSV)
     files = [out / CSV, out / PAIRED_CSV, out / TABLE]
@@ -302,30 +303,32 @@ def write_csv(sweep: Sweep, path: Path) -> None:
     """One row per expected run: the fixed columns, every test metric, then the varied keys."""
     metrics = sorted({k for r in sweep.records for k in r.test})
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow([*CSV_COLUMNS, *metrics, *varied])
-        for r in sweep.records:
-            fixed = {
-                "run_id": r.run_id, "status": r.status, "mixer": r.mixer, "lambda_param": r.get(LAMBDA_KEY),
-                "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
-                "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
-                "val_score": r.val_score, "test_score": r.test_score,
-            }
-            writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
-                            + [_csv(r.point.get(k)) for k in varied])
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow([*CSV_COLUMNS, *metrics, *varied])
+    for r in sweep.records:
+        fixed = {
+            "run_id": r.run_id, "status": r.status, "mixer": r.mixer, "lambda_param": r.get(LAMBDA_KEY),
+            "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
+            "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
+            "val_score": r.val_score, "test_score": r.test_score,
+        }
+        writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+                        + [_csv(r.point.get(k)) for k in varied])
+    write_text_atomic(path, text.getvalue())
 
 
 def write_paired_csv(pairings: list[Pairing], path: Path, lengths: list[int] | None = None) -> None:
     """One row per comparison (the columns of `paired.PAIRED_COLUMNS`); empty intervals for fewer than 2 pairs.
     With `lengths` (one per pairing) a first column `test_length` says which test length each row compares."""
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow((["test_length"] if lengths is not None else []) + list(PAIRED_COLUMNS))
-        for i, pairing in enumerate(pairings):
-            values = pairing.row()
-            first = [lengths[i]] if lengths is not None else []
-            writer.writerow(first + [_csv(values[c]) for c in PAIRED_COLUMNS])
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow((["test_length"] if lengths is not None else []) + list(PAIRED_COLUMNS))
+    for i, pairing in enumerate(pairings):
+        values = pairing.row()
+        first = [lengths[i]] if lengths is not None else []
+        writer.writerow(first + [_csv(values[c]) for c in PAIRED_COLUMNS])
+    write_text_atomic(path, text.getvalue())
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
