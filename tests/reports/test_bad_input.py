@@ -57,6 +57,14 @@ def test_ctrl_c_while_plotting_leaves_the_previous_plot_whole(tmp_path, capsys, 
     assert (out / PLOT).read_bytes() == plot and no_temporary_files(out)
 
 
+def test_an_unreadable_result_is_named_in_the_report(tmp_path):
+    out = a_sweep(tmp_path / "sweep")
+    (out / "runs" / "run000" / "result.json").write_text("{trunc")
+    assert main(["sweep", "report", str(out)]) == 0
+    missing = (out / "table.md").read_text().split("## Missing or failed runs")[1]
+    assert "`runs/run000`" in missing and "unreadable: " in missing and "result.json is not valid JSON" in missing
+
+
 def test_a_full_disk_while_reporting_is_one_line_and_leaves_the_files_whole(small_disk, capsys):
     out = a_sweep(small_disk.path / "sweep")
     assert main(["sweep", "report", str(out)]) == 0

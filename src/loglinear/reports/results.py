@@ -19,7 +19,7 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.runs.config import GROUPS, SOLVED
-from loglinear.runs.folder import FINISHED, result_of
+from loglinear.runs.folder import FINISHED, read_result
 from loglinear.sweeps.manifest import read_manifest
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
@@ -79,7 +79,7 @@ class Record:
 
     @property
     def status(self) -> str:
-        """early_stopped, max_steps, diverged, failed, or missing (no result yet)."""
+        """early_stopped, max_steps, diverged, failed, missing (no result yet) or unreadable (a bad result.json)."""
         return self.result.get("status", "failed") if self.result else "missing"
 
     @property
@@ -174,7 +174,10 @@ def load_sweep(out: str | Path) -> Sweep:
     manifest = read_manifest(out)
     records = []
     for entry in manifest["runs"]:
-        result = result_of(out / entry["dir"])
+        try:
+            result = read_result(out / entry["dir"]) or {}
+        except (OSError, ValueError) as e:  # named in the report's missing runs, never taken for a result
+            result = {"status": "unreadable", "error": str(e)}
         config = result.get("config") or entry["config"]
         records.append(Record(entry["id"], config, entry.get("point", {}), result))
     keys = _row_keys(manifest, records)
