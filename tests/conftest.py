@@ -1,8 +1,11 @@
 import os
+import subprocess
 
 import pytest
 import torch
 from hypothesis import settings
+
+from .small_disk import SmallDisk
 
 # Without a GPU the Triton kernels run on CPU tensors in Triton's interpreter; it is read when triton.jit runs.
 if not torch.cuda.is_available():
@@ -29,3 +32,19 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("gpu"):  # not `"gpu" in item.keywords`: that matches a checkout folder named gpu
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 16 MB tmpfs mounted at tmp_path/disk (tests/small_disk.py): a real full disk or read-only folder.
+    Mounting needs root; elsewhere the test is skipped."""
+    if os.geteuid() != 0:
+        pytest.skip("a disk of its own (tmpfs) needs root to mount")
+    try:
+        disk = SmallDisk(tmp_path / "disk")
+    except (subprocess.CalledProcessError, FileNotFoundError) as e:
+        pytest.skip(f"cannot mount a tmpfs here: {e}")
+    try:
+        yield disk
+    finally:
+        disk.unmount()

@@ -1,9 +1,11 @@
-"""The integer check shared by configs, task arguments and command-line options: each error names the
-argument, the bound it breaks and the value."""
+"""The integer and number checks shared by configs, task arguments and command-line options: each error
+names the argument, the bound it breaks and the value."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import operator
 from collections.abc import Callable
 
 
@@ -15,6 +17,19 @@ def check_int(name: str, value: object, *, minimum: int | None = None, maximum: 
     if broken:
         raise ValueError(f"{name} {broken}")
     return value
+
+
+def check_float(name: str, value: object, *, minimum: float | None = None, maximum: float | None = None,
+                 above: float | None = None, below: float | None = None) -> float:
+    """`value` as a finite float, or a ValueError naming `name` and the bound it breaks: `minimum` and
+    `maximum` are inclusive, `above` and `below` exclusive (bools and NaN or infinite values are refused)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    for bound, relation, holds in ((minimum, ">=", operator.ge), (maximum, "<=", operator.le),
+                                   (above, ">", operator.gt), (below, "<", operator.lt)):
+        if bound is not None and not holds(value, bound):
+            raise ValueError(f"{name} must be {relation} {bound}, got {value}")
+    return float(value)
 
 
 def int_option(minimum: int) -> Callable[[str], int]:

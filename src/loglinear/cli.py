@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from loglinear.checks import int_option
 from loglinear.reports.lambda_inspect import PROBE_SEQUENCES
 from loglinear.runs.config import ConfigError
+from loglinear.runs.folder import DiskFull, result_of
 from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, SweepOutcome
 
 if TYPE_CHECKING:
@@ -45,7 +46,6 @@ def train_main(argv: Sequence[str]) -> int:
         cfg = load_run_config(preset, overrides)
     except ConfigError as e:
         return _fail(f"error: {e}", 2)
-    from loglinear.runs.folder import DiskFull
     from loglinear.runs.interrupt import Interrupted
     from loglinear.runs.train import is_rank_zero, train
 
@@ -60,7 +60,10 @@ def train_main(argv: Sequence[str]) -> int:
     except DiskFull as e:
         return _fail(f"{e}; the checkpoints already in {cfg.out_dir} are intact: "
                      "free space and rerun the same command to resume", 1)
-    except Exception as e:  # recorded in result.json as status "failed"
+    except Exception as e:  # recorded in result.json as status "failed", unless the folder could not be written
+        recorded = result_of(Path(cfg.out_dir)).get("error") == f"{type(e).__name__}: {e}"
+        if isinstance(e, OSError) and not recorded:
+            return _fail(fault_line(e), 1)
         return _fail(f"failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", 1)
     best = result.get("val_accuracy")
     if not is_rank_zero():  # a data-parallel rank: rank 0 reports the run
@@ -92,7 +95,8 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
   loglinear sweep report sweeps_out/demo_cpu                   # results.csv, table.md, plots
   loglinear sweep report sweeps_out/demo_cpu --lambda          # and lambda by level per cell (lambda_levels.md)
 
-Exit status: 0 all runs finished, 1 some run failed or did not finish, 2 bad spec or usage, 130 interrupted.
+Exit status: 0 all runs finished, 1 some run failed or did not finish, or a fault of the machine (a full disk,
+a folder that cannot be written), 2 bad spec or usage, 130 interrupted.
 """
 
 
@@ -107,9 +111,31 @@ def sweep_main(argv: Sequence[str]) -> int:
         return int(e.code or 0)
     try:
         return args.command(args)
-    except (ConfigError, FileNotFoundError) as e:
+    except (ConfigError, FileNotFoundError, NotADirectoryError) as e:
         print(f"loglinear sweep: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # a fault of the machine: a full disk, a folder that cannot be written
+        print(f"loglinear sweep: {fault_line(e)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("loglinear sweep: interrupted; every file written so far is whole: rerun the same command",
+              file=sys.stderr)
+        return 130
+
+
+def fault_line(e: OSError) -> str:
+    """One line for a fault of the machine (a full disk, a read-only folder, no permission) naming the path."""
+    if isinstance(e, DiskFull) or not e.filename:
+        return f"{e.strerror or e}; free space or fix the folder, then rerun the same command"
+    return f"cannot write {e.filename}: {e.strerror}"
+
+
+def out_folder(path: str) -> Path:
+    """`--out`: a folder, or a path where one can be made (a file there is bad input)."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file, not a folder: give a folder for the sweep's runs")
+    return out
 
 
 def sweep_parser() -> argparse.ArgumentParser:
@@ -156,13 +182,14 @@ def sweep_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from loglinear.runs.folder import FINISHED
     from loglinear.sweeps.manifest import default_out, write_manifest
+    from loglinear.sweeps.progress import ELSEWHERE
     from loglinear.sweeps.spec import expand, load_spec
 
     if args.runs_per_gpu is not None and args.launcher != "local":
         raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
     spec = load_spec(args.spec)
     runs = expand(spec)
-    out = Path(args.out) if args.out else default_out(spec)
+    out = out_folder(args.out) if args.out else default_out(spec)
     if args.dry_run:
         _print_plan(spec, runs, out)
         return 0
@@ -181,7 +208,9 @@ def _run(args: argparse.Namespace) -> int:
         return 130
     _print_report(out)
     if unfinished:
-        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish (see {out}/table.md)",
+        elsewhere = sum(outcome.statuses[rid] == ELSEWHERE for rid in unfinished)
+        held = f", {elsewhere} of them being trained by another process" if elsewhere else ""
+        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish{held} (see {out}/table.md)",
               file=sys.stderr)
         return 1
     return 0
@@ -260,7 +289,7 @@ def _wandb(args: argparse.Namespace) -> int:
 
     spec = load_spec(args.spec)
     runs = expand(spec)
-    out = Path(args.out) if args.out else default_out(spec)
+    out = out_folder(args.out) if args.out else default_out(spec)
     path = write_wandb_sweep(spec, out)
     write_manifest(out, spec, runs)
     print(
@@ -293,8 +322,9 @@ INSPECT_HELP = """\
 Where lambda puts its weight in a trained log-linear run: loads RUN_DIR's config.yaml and last.ckpt,
 runs the run's validation data through the model and writes RUN_DIR/lambda_levels.csv (per layer,
 head and level: mean, std and quantiles of lambda over the tokens where the level is occupied, and
-the mean effective weight) and RUN_DIR/lambda_levels.png. Exit status: 0 written, 2 not a
-log-linear run, no checkpoint or bad arguments.
+the mean effective weight) and RUN_DIR/lambda_levels.png. Exit status: 0 written, 1 a full disk or a
+folder that cannot be written, 2 not a log-linear run, no checkpoint, a config.yaml or checkpoint that
+cannot be read or do not match, or bad arguments, 130 interrupted.
 """
 
 
@@ -319,6 +349,12 @@ def inspect_main(argv: Sequence[str]) -> int:
     except ConfigError as e:
         print(f"loglinear inspect: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        print(f"loglinear inspect: {fault_line(e)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("loglinear inspect: interrupted; its files are whole (the previous ones or none)", file=sys.stderr)
+        return 130
     print(summary(inspection))
     print(f"wrote {', '.join(str(p) for p in inspection.written)}", file=sys.stderr)
     return 0

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import typing
 
 import pytest
+import torch
 
 from loglinear.cli import main as cli_main
+from loglinear.runs.config import ACCELERATORS, PRECISIONS
 from loglinear.runs.folder import read_result
 
 RUN = [
@@ -52,13 +55,87 @@ def test_a_bad_value_leaves_no_folder_that_refuses_the_corrected_rerun(tmp_path,
     assert read_result(out)["status"] == "max_steps"
 
 
-def test_a_failed_start_does_not_refuse_a_corrected_config(tmp_path, capsys):
+def test_a_failed_start_does_not_refuse_a_corrected_config(tmp_path, capsys, monkeypatch):
     out = tmp_path / "run"
-    # lambda levels for length 4 only: the operator refuses length 8 at run time, before any checkpoint
-    assert cli_main(["train", *RUN, "model.mixer=log_linear_mamba2", "model.max_len=4", f"out_dir={out}"]) == 1
+
+    def no_optimiser(*args, **kwargs):
+        raise RuntimeError("no optimiser today")
+
+    monkeypatch.setattr(torch.optim, "AdamW", no_optimiser)  # fails in the first step, before any checkpoint
+    assert cli_main(["train", *RUN, "train.lr=0.5", f"out_dir={out}"]) == 1
     assert read_result(out)["status"] == "failed"
-    assert cli_main(["train", *RUN, "model.mixer=log_linear_mamba2", f"out_dir={out}"]) == 0
+    monkeypatch.undo()
+    assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
     assert read_result(out)["status"] == "max_steps"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("train.weight_decay=nan", "train.weight_decay must be a finite number, got nan"),
+        ("train.lr=inf", "train.lr must be a finite number, got inf"),
+        ("train.beta1=1.5", "train.beta1 must be < 1, got 1.5"),
+        ("train.beta2=-0.1", "train.beta2 must be >= 0, got -0.1"),
+        ("train.min_lr_ratio=nan", "train.min_lr_ratio must be a finite number"),
+        ("train.grad_clip=-1", "train.grad_clip must be >= 0, got -1.0 (0 disables clipping)"),
+        ("train.early_stop_threshold=-1", "train.early_stop_threshold must be >= 0"),
+        ("train.early_stop_threshold=1", "train.early_stop_threshold must be < 1"),
+        ("train.seed=-1", "train.seed must be >= 0, got -1"),
+        ("train.warmup_steps=-5", "train.warmup_steps must be >= 0"),
+        ("train.precision=fp17", "train.precision must be one of auto, 32-true"),
+        ("train.accelerator=tpux", "train.accelerator must be one of auto, cpu"),
+        ("train.devices=0", "train.devices must be auto, a count >= 1"),
+        ("train.devices=[0,0]", "train.devices must be auto, a count >= 1"),
+        ("model.mlp_ratio=nan", "mlp_ratio must be a finite number"),
+        ("data.eval_sets=[]", "data.eval_sets must list at least one test set"),
+        ("model=5", "model=5: a group is a mapping of its keys or the path of a YAML file"),
+        ("model=null", "model=null: a group is a mapping"),
+        ("model.vocab_size=10", "model.vocab_size=10 is smaller than the task's vocabulary (mqar: 16 tokens)"),
+        ("model.max_len=4", "model.max_len=4 is smaller than the longest sequence of the data (8 tokens)"),
+    ],
+)
+def test_a_bad_value_is_one_line_before_any_folder_is_made(tmp_path, capsys, override, message):
+    out = tmp_path / "run"
+    line = one_line_error(capsys, cli_main(["train", *RUN, override, f"out_dir={out}"]))
+    assert message in line, line
+    assert not out.exists()
+
+
+def test_float16_mixed_precision_on_the_cpu_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    line = one_line_error(capsys, cli_main(["train", *RUN, "train.precision=16-mixed", "train.accelerator=cpu",
+                                            f"out_dir={out}"]))
+    assert "train.precision=16-mixed needs a GPU" in line and not out.exists()
+
+
+def test_the_precisions_and_accelerators_are_lightnings():
+    from lightning.fabric.connector import _PRECISION_INPUT_STR
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    assert set(PRECISIONS) == {"auto", *typing.get_args(_PRECISION_INPUT_STR)}
+    assert set(ACCELERATORS) == {"auto", "gpu", *AcceleratorRegistry.available_accelerators()}
+
+
+def test_validating_on_no_eval_set_is_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    line = one_line_error(capsys, cli_main(["train", *RUN, "data.eval_sets=[]", "data.validate_on=eval_sets",
+                                            f"out_dir={out}"]))
+    assert "data.eval_sets must list at least one test set" in line and not out.exists()
+
+
+def test_a_group_given_as_a_scalar_in_a_preset_is_refused(tmp_path, capsys):
+    preset = tmp_path / "preset.yaml"
+    preset.write_text("model: 5\n")
+    line = one_line_error(capsys, cli_main(["train", str(preset), *RUN, f"out_dir={tmp_path / 'run'}"]))
+    assert "model=5: a group is a mapping" in line
+
+
+def test_a_sweep_with_a_bad_value_runs_nothing(tmp_path, capsys):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: x\nbase: {data.task: mqar}\ngrid:\n  train.weight_decay: [0.1, .nan]\n")
+    line = one_line_error(capsys, cli_main(["sweep", "run", str(spec), "--out", str(tmp_path / "out")]))
+    assert "run train.weight_decay=nan: train.weight_decay must be a finite number" in line
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_run_with_progress_still_refuses_another_config(tmp_path, capsys):
@@ -66,6 +143,23 @@ def test_a_run_with_progress_still_refuses_another_config(tmp_path, capsys):
     assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
     line = one_line_error(capsys, cli_main(["train", *RUN, "train.lr=0.5", f"out_dir={out}"]))
     assert "holds a run of another configuration" in line
+
+
+def test_an_edited_config_of_a_finished_run_is_refused_not_ignored(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
+    config = out / "config.yaml"
+    config.write_text(config.read_text().replace("lr: 0.001", "lr: 0.003"))
+    line = one_line_error(capsys, cli_main(["train", str(config)]))
+    assert "holds a run finished with another configuration (train.lr: 0.001 -> 0.003" in line
+    assert read_result(out)["config"]["train"]["lr"] == 0.001
+
+
+def test_a_read_only_out_dir_is_one_line_naming_it(small_disk, capsys):
+    out = small_disk.path / "run"
+    small_disk.read_only()
+    line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]), expected=1)
+    assert line == f"loglinear train: cannot write {out}: Read-only file system"
 
 
 def test_a_corrupt_result_is_named_and_the_run_redone(tmp_path, capsys):

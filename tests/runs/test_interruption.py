@@ -135,6 +135,35 @@ def test_the_command_exits_non_zero_with_one_line_on_a_signal(tmp_path, signum, 
     assert read_result(out) is None and (out / "last.ckpt").is_file()
 
 
+def test_a_metrics_file_cut_mid_row_is_named_and_the_cut_row_dropped(tmp_path):
+    out = tmp_path / "run"
+    assert harness(out, "train", 13, "SIGINT") == 130
+    whole_rows = rows(out)
+    text = (out / "metrics.csv").read_text()
+    (out / "metrics.csv").write_text(text[: text.rindex(",")])  # the last row loses its last cell and newline
+    proc = cli(out)
+    assert proc.returncode == 0, proc.stderr
+    assert f"metrics.csv ends in a row cut short (row {len(whole_rows)}); it is dropped" in proc.stderr
+    assert rows(out)[: len(whole_rows) - 1] == whole_rows[:-1]
+
+
+def test_ctrl_c_on_a_terminal_with_dataloader_workers_is_one_line(tmp_path):
+    """A terminal's Ctrl-C reaches the whole process group, DataLoader workers included: only the run handles it."""
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "loglinear", "train", *RUN, "data.num_workers=2", "train.max_steps=100000",
+               f"out_dir={out}"]
+    proc = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its own process group, as a terminal's foreground job
+    deadline = time.time() + 300
+    while not (out / "last.ckpt").is_file() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert err.count("SIGINT received") == 1 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1].startswith("loglinear train: interrupted by SIGINT")
+
+
 def test_a_corrupt_checkpoint_is_set_aside_and_named(tmp_path, whole):
     out = tmp_path / "run"
     assert harness(out, "train", 23, "SIGTERM") == 143  # last.ckpt at step 20, interrupted.ckpt at 24

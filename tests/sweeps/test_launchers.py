@@ -17,11 +17,11 @@ import pytest
 import yaml
 
 from loglinear.cli import sweep_main
-from loglinear.runs.config import load_run_config, to_container
+from loglinear.runs.config import load_run_config, run_id, to_container
 from loglinear.sweeps import launchers
 from loglinear.sweeps.launchers import TrainJob, parse_executor_args
 from loglinear.sweeps.runner import RunProcess
-from loglinear.sweeps.spec import SpecError, expand, load_spec, run_id
+from loglinear.sweeps.spec import SpecError, expand, load_spec
 
 from .sweep_helpers import sweep_cli, write_spec
 

@@ -98,11 +98,11 @@ def test_progress_line_counts_runs_and_estimates_the_time_left():
 
 
 def test_tiny_sweep_isolates_failing_runs_and_reports(tmp_path, monkeypatch, capsys):
-    """Four runs, two workers: two finish, one fails inside `loglinear train` (an invalid precision, found
-    only when training starts), one process dies without a result. The sweep reports all four."""
+    """Four runs, two workers: two finish, one fails inside `loglinear train` (a strategy Lightning does not
+    know, found only when training starts), one process dies without a result. The sweep reports all four."""
     spec_path = write_spec(tmp_path, {}, zip_groups=[{
         "model.mixer": ["attention", "mamba2", "attention", "attention"],
-        "train.precision": ["32-true", "32-true", "bogus", "32-true"],
+        "train.strategy": ["auto", "auto", "bogus", "auto"],
         "train.seed": [0, 0, 0, 1],
     }])
     runs = expand(load_spec(spec_path))
@@ -118,7 +118,7 @@ def test_tiny_sweep_isolates_failing_runs_and_reports(tmp_path, monkeypatch, cap
 
     statuses = [json.loads((out / "runs" / r.run_id / "result.json").read_text()) for r in runs]
     assert [s["status"] for s in statuses[:2]] == ["max_steps", "max_steps"]
-    assert statuses[2]["status"] == "failed" and "Precision 'bogus'" in statuses[2]["error"]
+    assert statuses[2]["status"] == "failed" and "invalid strategy name" in statuses[2]["error"]
     assert statuses[3]["status"] == "failed" and "status 3" in statuses[3]["error"]
     assert "failed 2, running 0, pending 0 / total 4" in captured.err
     table = (out / "table.md").read_text()

@@ -13,13 +13,14 @@ from omegaconf import OmegaConf
 
 from loglinear.cli import sweep_main
 from loglinear.runs.config import CONFIGS_DIR, resolve, to_yaml
+from loglinear.sweeps.arguments import override
+from loglinear.sweeps.resolver import PointResolver
 from loglinear.sweeps.spec import (
     SpecError,
     SweepSpec,
     confirmation_points,
     expand,
     load_spec,
-    override,
     parse_spec,
     points,
 )
@@ -199,3 +200,35 @@ def test_shipped_spec_sizes():
     paper = load_spec(CONFIGS_DIR / "sweeps" / "mqar_paper.yaml")
     assert paper.grid["model.d_model"] == [16, 32, 64] and paper.grid["train.seed"] == [0, 1, 2, 3, 4]
     assert len(set(paper.zip[0]["model.mixer"])) == 5
+
+
+def reference_and_fast(spec: SweepSpec) -> tuple[list, list]:
+    resolver = PointResolver(spec.preset, spec.base_overrides(), "{run_id}")
+    every = list(points(spec))
+    return [resolver.reference(p) for p in every], [resolver.resolve(p) for p in every]
+
+
+@pytest.mark.parametrize("name", ["demo_cpu.yaml", "state_tracking_cpu.yaml", "parity_gdn_confirm_cpu.yaml"])
+def test_a_sweeps_runs_resolve_as_loglinear_train_resolves_each(name):
+    reference, fast = reference_and_fast(load_spec(CONFIGS_DIR / "sweeps" / name))
+    assert fast == reference
+
+
+def test_group_files_mappings_and_derived_keys_resolve_as_the_reference(tmp_path):
+    (tmp_path / "long.yaml").write_text("task: mqar\ntask_args: {vocab_size: 32, seq_len: 16, num_kv_pairs: 2}\n")
+    spec = spec_of(grid={"data": [str(tmp_path / "long.yaml"), "data/mqar_cpu.yaml"], "model.vocab_size": [64, 128]},
+                   zip_groups=[{"model.mixer": ["attention", "log_linear_mamba2"], "train.lr": [1, 2.5e-3]}],
+                   **{"data.seed": 3})
+    reference, fast = reference_and_fast(spec)
+    assert fast == reference and len(fast) == 8
+    assert {c.data.seed for c in fast} == {3} and {c.model.vocab_size for c in fast} == {64, 128}
+    assert {type(c.train.lr) for c in fast} == {float}
+
+
+def test_interpolations_and_bad_values_take_the_reference_path(tmp_path):
+    spec = spec_of(grid={"train.max_steps": [20, 40]}, **{"train.val_every": "${train.max_steps}"})
+    reference, fast = reference_and_fast(spec)
+    assert fast == reference and [c.train.val_every for c in fast] == [20, 40]
+    bad = spec_of(grid={"train.lr": [1e-3, "fast"]})
+    with pytest.raises(SpecError, match=r"run train\.lr=fast: train\.lr: Value 'fast' of type 'str' could not"):
+        expand(bad)

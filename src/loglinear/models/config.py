@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from loglinear.checks import check_int
+from loglinear.checks import check_float, check_int
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
 from loglinear.models.decay_init import DT_MIN
@@ -173,15 +173,13 @@ class ModelConfig:
         check_int("ModelConfig.chunk_size", self.chunk_size, minimum=1)
         if self.chunk_size & (self.chunk_size - 1):
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")
-        if self.mlp_ratio < 0:
-            raise ValueError(f"ModelConfig.mlp_ratio must be >= 0 (0 = no MLP), got {self.mlp_ratio}")
+        check_float("ModelConfig.mlp_ratio", self.mlp_ratio, minimum=0)
         if not self.dt_init_max > DT_MIN:
             raise ValueError(
                 f"ModelConfig.dt_init_max must be > {DT_MIN} (the smallest initial dt), got {self.dt_init_max}"
             )
         for name in ("norm_eps", "rope_base"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"ModelConfig.{name} must be > 0, got {getattr(self, name)}")
+            check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
         for name in ("attention_heads", "deltanet_heads"):
             if getattr(self, name) is not None:
                 check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)

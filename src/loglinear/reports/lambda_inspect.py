@@ -18,12 +18,12 @@ bit_length(t), and the levels below whose block lies after t, are left out, not 
 from __future__ import annotations
 
 import csv
+import io
 import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from omegaconf import OmegaConf
 
 from loglinear.models import MIXERS
 from loglinear.models.lambda_levels import (
@@ -36,8 +36,8 @@ from loglinear.models.lambda_levels import (
     level_output_norms,
 )
 from loglinear.reports.results import is_log_linear
-from loglinear.runs.config import ConfigError, RunConfig, resolve
-from loglinear.runs.folder import CONFIG, LAST, read_result
+from loglinear.runs.config import ConfigError, RunConfig, load_mapping, resolve
+from loglinear.runs.folder import CONFIG, LAST, read_result, write_text_atomic
 
 LEVELS_CSV = "lambda_levels.csv"
 LEVELS_PNG = "lambda_levels.png"
@@ -71,7 +71,7 @@ def read_run_config(run_dir: Path) -> RunConfig:
     path = run_dir / CONFIG
     if not path.is_file():
         raise InspectError(f"{path} not found: {run_dir} is not a run directory of `loglinear train`")
-    return resolve(OmegaConf.load(path))
+    return resolve(load_mapping(path, "a run's config.yaml"))
 
 
 def pick_device(device: str) -> torch.device:
@@ -107,8 +107,15 @@ def inspect_run(
         )
     where = pick_device(device)
     module = LitLanguageModel(cfg.model, cfg.train)
-    state = torch.load(checkpoint, map_location=where, weights_only=True)
-    module.load_state_dict(state["state_dict"])
+    try:
+        state = torch.load(checkpoint, map_location=where, weights_only=True)["state_dict"]
+    except Exception as e:  # any failure to read it (truncated, not a checkpoint) means it cannot be inspected
+        raise InspectError(f"{checkpoint} cannot be read ({type(e).__name__}): not a whole checkpoint") from None
+    try:
+        module.load_state_dict(state)
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()[-1].strip()
+        raise InspectError(f"{checkpoint} does not match {run_dir / CONFIG} (was it edited?): {first}") from None
     model = module.model.to(where).eval()
     datamodule = SyntheticDataModule(cfg.data)
     stats = measure(model, datamodule.val_dataloader(), where, max_batches, probe_sequences)
@@ -168,13 +175,14 @@ CSV_HEADER = ["layer", "head", "level", "tokens", "mean", "std", *(f"q{round(100
 
 
 def write_csv(rows: list[LevelRow], path: Path) -> None:
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(CSV_HEADER)
-        for r in rows:
-            writer.writerow([r.layer, r.head, r.level, r.tokens, repr(r.mean), repr(r.std),
-                             *(repr(r.quantiles[q]) for q in QUANTILES),
-                             "" if math.isnan(r.effective_mean) else repr(r.effective_mean), r.effective_tokens])
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow(CSV_HEADER)
+    for r in rows:
+        writer.writerow([r.layer, r.head, r.level, r.tokens, repr(r.mean), repr(r.std),
+                         *(repr(r.quantiles[q]) for q in QUANTILES),
+                         "" if math.isnan(r.effective_mean) else repr(r.effective_mean), r.effective_tokens])
+    write_text_atomic(path, text.getvalue())
 
 
 def read_csv(path: Path) -> list[LevelRow]:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from loglinear.models.lambda_levels import LevelRow
@@ -27,6 +26,7 @@ from loglinear.reports.lambda_inspect import (
     inspect_run,
     read_csv,
 )
+from loglinear.reports.plots import save_figure
 from loglinear.reports.results import (
     LAMBDA_KEY,
     MIXER_KEY,
@@ -36,17 +36,11 @@ from loglinear.reports.results import (
     load_sweep,
     mean_std_text,
 )
-from loglinear.runs.folder import FINISHED
+from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.manifest import run_dir
 
 REPORT = "lambda_levels.md"
 DPI = 100
-
-
-def save(fig: Figure, path: Path) -> Path:
-    FigureCanvasAgg(fig)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
-    return path
 
 
 def run_figure(rows: list[LevelRow], title: str) -> Figure:
@@ -143,7 +137,8 @@ def inspect_and_plot(run_dir: str | Path, device: str = "auto", max_batches: int
                      probe_sequences: int = PROBE_SEQUENCES) -> Inspection:
     """`inspect_run`, then the run's figure beside its table: what `loglinear inspect RUN_DIR` writes."""
     inspection = inspect_run(run_dir, device, max_batches, probe_sequences)
-    inspection.written.append(save(run_figure(inspection.rows, inspection.title), Path(run_dir) / LEVELS_PNG))
+    figure = run_figure(inspection.rows, inspection.title)
+    inspection.written.append(save_figure(figure, Path(run_dir) / LEVELS_PNG, DPI))
     return inspection
 
 
@@ -162,12 +157,8 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         if record.status not in FINISHED:
             skipped[f"runs/{record.run_id}"] = f"not finished ({record.status})"
             continue
-        csv_path, checkpoint = folder / LEVELS_CSV, folder / CHECKPOINT
         try:
-            if csv_path.is_file() and checkpoint.is_file() and csv_path.stat().st_mtime >= checkpoint.stat().st_mtime:
-                rows = read_csv(csv_path)
-            else:
-                rows = inspect_and_plot(folder, device).rows
+            rows = _saved_rows(folder) or inspect_and_plot(folder, device).rows
         except InspectError as e:
             skipped[f"runs/{record.run_id}"] = str(e)
             continue
@@ -182,12 +173,24 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
             skipped[title] = "no run of the cell could be inspected"
             continue
         accuracy = {name: mean_std_text(by_lambda[name].values) for name in shown}
-        path = save(cell_figure(title, shown, accuracy), out / f"lambda_{slug}.png")
+        path = save_figure(cell_figure(title, shown, accuracy), out / f"lambda_{slug}.png", DPI)
         written.append(path)
         sections.append(_section(title, path.name, by_lambda, shown, accuracy))
     report = out / REPORT
-    report.write_text("\n".join(sections))
+    write_text_atomic(report, "\n".join(sections))
     return [report, *written], skipped
+
+
+def _saved_rows(folder: Path) -> list[LevelRow] | None:
+    """The rows of the run's lambda_levels.csv when it is newer than its checkpoint and whole; None (inspect
+    again) when it is older, missing, empty or unreadable."""
+    csv_path, checkpoint = folder / LEVELS_CSV, folder / CHECKPOINT
+    try:
+        if csv_path.stat().st_mtime < checkpoint.stat().st_mtime:
+            return None
+        return read_csv(csv_path) or None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 NOTE = (

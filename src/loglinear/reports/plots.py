@@ -18,7 +18,7 @@ from loglinear.reports.frontier import frontier_series
 from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, mean_std, slice_values
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.reports.statistics import kaplan_meier
-from loglinear.runs.folder import FINISHED
+from loglinear.runs.folder import FINISHED, write_atomic
 from loglinear.sweeps.protocol import CONFIRMATION
 
 Cells = dict[tuple[tuple[str, ...], int], Cell]
@@ -34,10 +34,16 @@ def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
         if isinstance(drawing, str):
             skipped[name] = drawing
             continue
-        FigureCanvasAgg(drawing)
-        drawing.savefig(out / name, dpi=120, bbox_inches="tight")
-        written.append(out / name)
+        written.append(save_figure(drawing, out / name, dpi=120))
     return written, skipped
+
+
+def save_figure(fig: Figure, path: Path, dpi: int) -> Path:
+    """Write `fig` as a PNG at `path` through a temporary file and a rename: an interrupted or failed write
+    (Ctrl-C, a full disk) leaves the previous figure whole."""
+    FigureCanvasAgg(fig)
+    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight"))
+    return path
 
 
 def acc_vs_d_model(sweep: Sweep) -> Drawing:

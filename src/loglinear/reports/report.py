@@ -9,6 +9,7 @@ accuracy against state size). docs/reports.md describes the protocol and the sta
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from dataclasses import dataclass, field
@@ -47,7 +48,7 @@ from loglinear.reports.state_tracking import (
     training_lengths,
 )
 from loglinear.reports.statistics import kaplan_meier, t_interval, wilson
-from loglinear.runs.folder import FINISHED
+from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.spec import describe
 
 TABLE = "table.md"
@@ -145,7 +146,7 @@ def write_report(out: str | Path) -> Report:
     equal_state = equal_state_comparisons(sweep, sweep.cells())
     family = holm_family([*pairings, *by_length, *equal_state], sweep.report.primary)
     table = render_tables(sweep, pairings, by_length, family, equal_state)
-    (out / TABLE).write_text(table)
+    write_text_atomic(out / TABLE, table)
     write_csv(sweep, out / CSV)
     write_paired_csv([*pairings, *equal_state], family, out / PAIRED_CSV)
     files = [out / CSV, out / PAIRED_CSV, out / TABLE]
@@ -449,34 +450,36 @@ def write_csv(sweep: Sweep, path: Path) -> None:
     lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
     states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
-        for r in sweep.records:
-            fixed = {
-                "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
-                "lambda_param": r.get(LAMBDA_KEY),
-                "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
-                "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
-                "val_score": r.val_score, "test_score": r.test_score,
-                **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
-                "implementations": " ".join(r.implementations or ()),
-            }
-            writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
-                            + [_csv(r.state_at(n, kind)) for kind, n in states]
-                            + [_csv(r.point.get(k)) for k in varied])
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
+    for r in sweep.records:
+        fixed = {
+            "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
+            "lambda_param": r.get(LAMBDA_KEY),
+            "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
+            "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
+            "val_score": r.val_score, "test_score": r.test_score,
+            **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
+            "implementations": " ".join(r.implementations or ()),
+        }
+        writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+                        + [_csv(r.state_at(n, kind)) for kind, n in states]
+                        + [_csv(r.point.get(k)) for k in varied])
+    write_text_atomic(path, text.getvalue())
 
 
 def write_paired_csv(pairings: list[Pairing], family: list[TestResult], path: Path) -> None:
     """One row per comparison (`paired.COLUMNS`, empty where a test does not apply); comparisons at a test length
     have a first column `test_length`."""
     lengths = any(p.length is not None for p in pairings)
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow((["test_length"] if lengths else []) + list(PAIRED_COLUMNS))
-        for pairing in pairings:
-            values = pairing.row(family)
-            writer.writerow(([pairing.length] if lengths else []) + [_csv(values[c]) for c in PAIRED_COLUMNS])
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow((["test_length"] if lengths else []) + list(PAIRED_COLUMNS))
+    for pairing in pairings:
+        values = pairing.row(family)
+        writer.writerow(([pairing.length] if lengths else []) + [_csv(values[c]) for c in PAIRED_COLUMNS])
+    write_text_atomic(path, text.getvalue())
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

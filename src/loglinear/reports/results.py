@@ -26,7 +26,7 @@ from typing import Any
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.reports.statistics import Event
 from loglinear.runs.config import GROUPS
-from loglinear.runs.folder import FINISHED, result_of
+from loglinear.runs.folder import FINISHED, read_result
 from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage
@@ -89,7 +89,7 @@ class Record:
 
     @property
     def status(self) -> str:
-        """early_stopped, max_steps, diverged, failed, or missing (no result yet)."""
+        """early_stopped, max_steps, diverged, failed, missing (no result yet) or unreadable (a bad result.json)."""
         return self.result.get("status", "failed") if self.result else "missing"
 
     @property
@@ -237,7 +237,10 @@ def load_sweep(out: str | Path) -> Sweep:
     manifest = read_manifest(out)
     records = []
     for entry in manifest["runs"]:
-        result = result_of(out / entry["dir"])
+        try:
+            result = read_result(out / entry["dir"]) or {}
+        except (OSError, ValueError) as e:  # named in the report's missing runs, never taken for a result
+            result = {"status": "unreadable", "error": str(e)}
         config = result.get("config") or entry["config"]
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))

@@ -13,9 +13,11 @@ and, for a typo, the closest valid key.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,10 +27,16 @@ import yaml
 from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from loglinear.checks import check_int
+from loglinear.checks import check_float, check_int
 from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
 from loglinear.synthetics import DataConfig
-from loglinear.synthetics.config import as_data_config, evaluation_sets, training_set, validation_sets
+from loglinear.synthetics.config import (
+    check_data_config,
+    check_same_vocabulary,
+    evaluation_sets,
+    training_set,
+    validation_sets,
+)
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("data", "model", "train", "logger")
@@ -48,6 +56,15 @@ SOLVED = 0.99
 early-stopping threshold, and the report's "runs above" threshold."""
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed Lightning (numpy) accepts."""
+PRECISIONS = ("auto", "32-true", "64-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "transformer-engine",
+              "transformer-engine-float16")
+"""`train.precision`: auto, or a precision of Lightning's Trainer."""
+ACCELERATORS = ("auto", "cpu", "gpu", "cuda", "mps", "tpu")
+"""`train.accelerator`: the accelerators of Lightning's Trainer."""
+
+
 @dataclass
 class TrainConfig:
     """How a run trains (the `train.` keys of `loglinear train`).
@@ -65,7 +82,7 @@ class TrainConfig:
     patience:        None (default): a plateau is no reason to stop; an int: also stop after this
                      many validations without improvement.
     grad_clip:       gradient-norm clipping (0 disables).
-    precision:       "auto" is bf16-mixed on GPU and 32-true on CPU; else any Lightning precision.
+    precision:       "auto" is bf16-mixed on GPU and 32-true on CPU; else one of Lightning's (PRECISIONS).
     accelerator, devices, strategy: passed to the Lightning Trainer. One device by default, so a run's
                      batch never depends on the machine; data parallel: devices=N strategy=ddp (each rank
                      draws its own batches: the effective batch is N x data.batch_size).
@@ -94,16 +111,29 @@ class TrainConfig:
     init_from: str | None = None
 
     def __post_init__(self) -> None:
+        check_int("train.seed", self.seed, minimum=0, maximum=MAX_SEED)
         for name in ("max_steps", "val_every"):
             check_int(f"train.{name}", getattr(self, name), minimum=1)
-        if not self.lr > 0 or not math.isfinite(self.lr):
-            raise ValueError(f"train.lr must be a positive number, got {self.lr!r}")
-        if self.warmup_steps < 0:
-            raise ValueError(f"train.warmup_steps must be >= 0, got {self.warmup_steps}")
-        if not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError(f"train.min_lr_ratio must be in [0, 1], got {self.min_lr_ratio}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"train.patience must be None or >= 1, got {self.patience}")
+        check_int("train.warmup_steps", self.warmup_steps, minimum=0)
+        if self.patience is not None:
+            check_int("train.patience", self.patience, minimum=1)
+        check_float("train.lr", self.lr, above=0)
+        check_float("train.weight_decay", self.weight_decay, minimum=0)
+        for name in ("beta1", "beta2"):
+            check_float(f"train.{name}", getattr(self, name), minimum=0, below=1)
+        check_float("train.min_lr_ratio", self.min_lr_ratio, minimum=0, maximum=1)
+        try:
+            check_float("train.grad_clip", self.grad_clip, minimum=0)
+        except ValueError as e:
+            raise ValueError(f"{e} (0 disables clipping)") from None
+        if self.early_stop_threshold is not None:
+            try:
+                check_float("train.early_stop_threshold", self.early_stop_threshold, minimum=0, below=1)
+            except ValueError as e:
+                raise ValueError(f"{e} (a validation accuracy; null trains to max_steps)") from None
+        _check_choice("train.precision", self.precision, PRECISIONS)
+        _check_choice("train.accelerator", self.accelerator, ACCELERATORS)
+        _check_devices(self.devices)
 
     def lr_factor(self, step: int) -> float:
         """Learning-rate multiplier at `step`: linear warmup, then cosine to `min_lr_ratio`."""
@@ -111,6 +141,25 @@ class TrainConfig:
             return (step + 1) / self.warmup_steps
         progress = min(1.0, (step - self.warmup_steps) / max(1, self.max_steps - self.warmup_steps))
         return self.min_lr_ratio + (1 - self.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * progress))
+
+
+def _check_choice(name: str, value: object, choices: Sequence[str]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+
+
+def _check_devices(devices: Any) -> None:
+    """Lightning's forms: "auto", a count (-1: every device) or a list of device indices."""
+    if devices == "auto" or devices == -1:
+        return
+    if isinstance(devices, list) and devices and len(set(devices)) == len(devices):
+        for index in devices:
+            check_int("train.devices", index, minimum=0)
+        return
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1:
+        return
+    raise ValueError(f"train.devices must be auto, a count >= 1 (-1: every device) or a list of distinct device "
+                     f"indices, got {devices!r}")
 
 
 @dataclass
@@ -174,11 +223,17 @@ def load_mapping(path: Path, what: str) -> DictConfig:
 
 
 def _load_groups(cfg: DictConfig, beside: Path | None) -> DictConfig:
-    """Replace group values that are paths of YAML files by the files' contents."""
+    """Replace group values that are paths of YAML files by the files' contents; a group given as anything
+    else but a mapping (`model=5`, `model=null`) is a ConfigError (it would drop the preset's group)."""
     for group in GROUPS:
-        value = cfg.get(group) if group in cfg else None
+        if group not in cfg:
+            continue
+        value = cfg[group]
         if isinstance(value, str):
             cfg[group] = load_mapping(find_config_file(value, beside), f"a {group} group file")
+        elif not OmegaConf.is_dict(value):
+            raise ConfigError(f"{group}={value if value is not None else 'null'}: a group is a mapping of its keys "
+                              f"or the path of a YAML file ({group}={group}/NAME.yaml)")
     return cfg
 
 
@@ -205,33 +260,53 @@ def user_config(preset: str | Path | None, overrides: Sequence[str] = (), base: 
 def resolve(user: DictConfig) -> RunConfig:
     """Check `user` against `RunConfig`, fill the data-derived model keys (vocab_size, max_len, a
     lambda_share_from_level of "trained"), and build the typed config."""
+    return build(typed(user), given_model_keys(user))
+
+
+def typed(user: DictConfig) -> dict[str, Any]:
+    """`user` merged into `RunConfig`'s defaults as plain containers: unknown keys and values of the wrong
+    type are refused here, values out of range by `build`."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), user)
         if OmegaConf.is_missing(merged, "out_dir"):
             raise ConfigError("out_dir is required: the run's directory (out_dir=runs/my_run)")
         if OmegaConf.is_missing(merged, "data") or OmegaConf.is_missing(merged.data, "task"):
             raise ConfigError("data.task is required: give a data preset (data=data/mqar_cpu.yaml) or data.task=...")
-        data: DataConfig = OmegaConf.to_object(merged.data)  # type: ignore[assignment]
+        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+    except OmegaConfBaseException as e:
+        raise ConfigError(_one_line(e)) from None
+
+
+def given_model_keys(user: DictConfig) -> set[str]:
+    """The `model` keys the user gave (the others take their defaults, or follow the data)."""
+    model = user.get("model") if "model" in user else None
+    return set(model) if OmegaConf.is_dict(model) else set()
+
+
+def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
+    """The `RunConfig` of `typed` values (which it fills in and takes over): every value checked,
+    `model.vocab_size` and `model.max_len` following the data unless in `given_model` (then checked against it)."""
+    try:
+        data = _instance(DataConfig, values["data"])
         try:
-            as_data_config(data)
+            check_data_config(data)
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data.{str(e).splitlines()[0]}") from None
         try:
-            train_set = training_set(data)
-            sets = [train_set, *validation_sets(data), *evaluation_sets(data)]
+            vocab, longest, train_longest = _data_sizes(json.dumps(values["data"], sort_keys=True))
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data ({data.task}): {str(e).splitlines()[0]}") from None
-        model_keys = user.get("model") or {}
-        if "vocab_size" not in model_keys:
-            merged.model.vocab_size = train_set.tasks[0].vocab_size
-        if "max_len" not in model_keys:
-            merged.model.max_len = max(task.seq_len for s in sets for task in s.tasks)
-        if merged.model.lambda_share_from_level == SHARE_FROM_TRAINED:
-            train_len = max(task.seq_len for task in train_set.tasks)
-            merged.model.lambda_share_from_level = share_from_for_training_length(train_len)
-        cfg: RunConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
-    except OmegaConfBaseException as e:
-        raise ConfigError(_one_line(e)) from None
+        model = values["model"]
+        for key, needed, what in (("vocab_size", vocab, f"the task's vocabulary ({data.task}: {vocab} tokens)"),
+                                  ("max_len", longest, f"the longest sequence of the data ({longest} tokens)")):
+            if key not in given_model:
+                model[key] = needed
+            elif isinstance(model[key], int) and model[key] < needed:
+                raise ConfigError(f"model.{key}={model[key]} is smaller than {what}: leave it out to follow the "
+                                  f"data, or give at least {needed}")
+        if model.get("lambda_share_from_level") == SHARE_FROM_TRAINED:
+            model["lambda_share_from_level"] = share_from_for_training_length(train_longest)
+        cfg = _instance(RunConfig, values)
     except ConfigError:
         raise
     except (ValueError, TypeError) as e:
@@ -241,6 +316,30 @@ def resolve(user: DictConfig) -> RunConfig:
     if cfg.logger.wandb.mode not in ("offline", "online", "disabled"):
         raise ConfigError(f"logger.wandb.mode must be offline, online or disabled, got {cfg.logger.wandb.mode!r}")
     return cfg
+
+
+@functools.lru_cache(maxsize=1024)
+def _data_sizes(data_json: str) -> tuple[int, int, int]:
+    """The vocabulary every set of the data shares, its longest sequence and its longest training sequence (a
+    ValueError naming a set whose tasks cannot be built or whose vocabulary differs); cached by the data's JSON:
+    a sweep's runs share a few."""
+    data = _instance(DataConfig, json.loads(data_json))
+    train = training_set(data)
+    sets = [train, *validation_sets(data), *evaluation_sets(data)]
+    longest = max(task.seq_len for s in sets for task in s.tasks)
+    return check_same_vocabulary(sets), longest, max(task.seq_len for task in train.tasks)
+
+
+def _instance(cls: type, values: Mapping[str, Any]) -> Any:
+    """The dataclass `cls` of plain `values`, nested config groups built as their dataclasses (what
+    `OmegaConf.to_object` builds, without OmegaConf)."""
+    hints = _field_types(cls)
+    return cls(**{k: _instance(hints[k], v) if dataclasses.is_dataclass(hints[k]) else v for k, v in values.items()})
+
+
+@functools.cache
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
 def load_run_config(
@@ -273,5 +372,12 @@ def identity(config: dict[str, Any]) -> dict[str, Any]:
 
 def run_id(cfg: RunConfig) -> str:
     """The stable id of a run: a hash of its resolved configuration's `identity`."""
-    canonical = json.dumps(identity(dataclasses.asdict(cfg)), sort_keys=True, separators=(",", ":"), allow_nan=True)
+    config = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    config = identity({k: _fields(v) if dataclasses.is_dataclass(v) else v for k, v in config.items()})
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True, default=_fields)
     return hashlib.sha1(canonical.encode()).hexdigest()[:ID_LENGTH]
+
+
+def _fields(group: Any) -> dict[str, Any]:
+    """A config group (a dataclass) as JSON sees it: its fields (what `dataclasses.asdict` gives, faster)."""
+    return {f.name: getattr(group, f.name) for f in dataclasses.fields(group)}

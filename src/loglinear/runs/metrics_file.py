@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,8 +81,15 @@ class MetricsFile(Logger):
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The rows of a metrics.csv (empty cells left out), or [] when there is none."""
+    """The whole rows of a metrics.csv (empty cells left out), or [] when there is none. A last row cut short
+    (the file does not end where a row ends: a copy cut off, a disk that filled outside this code's writes) is
+    dropped with one line on stderr saying so."""
     if not path.is_file():
         return []
-    with path.open(newline="") as f:
-        return [{k: v for k, v in row.items() if v not in ("", None)} for row in csv.DictReader(f)]
+    text = path.read_text()
+    rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    if rows and (not text.endswith("\n") or None in rows[-1].values()):
+        rows.pop()
+        print(f"loglinear train: {path} ends in a row cut short (row {len(rows) + 1}); it is dropped, the "
+              f"{len(rows)} whole rows before it are kept", file=sys.stderr, flush=True)
+    return [{k: v for k, v in row.items() if v not in ("", None)} for row in rows]

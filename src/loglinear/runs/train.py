@@ -75,6 +75,7 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     `DiskFull` when its disk is full (what was saved before stays trusted). Any other exception is
     recorded as status `failed` and re-raised.
     """
+    _check_machine(cfg)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not is_rank_zero():  # a data-parallel rank that Lightning started: rank 0 holds the folder and writes its files
@@ -82,6 +83,16 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     busy = f"another process is training the run in {out}; wait for it or use another out_dir"
     with exclusive(out / LOCK, busy):
         return _train(cfg, out, callbacks, writes=True)
+
+
+def _check_machine(cfg: RunConfig) -> None:
+    """What the config asks of this machine, checked before the run folder is made: float16 mixed precision
+    needs a GPU (on the CPU Lightning would run bf16-mixed while config.yaml says 16-mixed)."""
+    on_cpu = cfg.train.accelerator == "cpu" or (cfg.train.accelerator == "auto" and not torch.cuda.is_available()
+                                                and not torch.backends.mps.is_available())
+    if cfg.train.precision == "16-mixed" and on_cpu:
+        raise ConfigError("train.precision=16-mixed needs a GPU (float16 autocast); on the CPU use bf16-mixed "
+                          "or 32-true")
 
 
 def is_rank_zero() -> bool:
@@ -105,6 +116,12 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
         previous = None
         print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
     if previous is not None and previous.get("status") in FINISHED:
+        finished_with = previous.get("config")
+        now = identity(to_container(cfg))
+        difference = isinstance(finished_with, dict) and _difference(identity(finished_with), now)
+        if difference:
+            raise ConfigError(f"{out} holds a run finished with another configuration ({difference}; the "
+                              f"config of its result.json): an edited config.yaml does not redo it; use a new out_dir")
         return previous
     if writes:
         write_text_atomic(config_path, to_yaml(cfg))
@@ -145,6 +162,17 @@ def _has_progress(out: Path) -> bool:
         result = read_result(out)
         return result is not None and result.get("status") != "failed"
     return False
+
+
+def _difference(before: Any, now: Any, key: str = "") -> str | None:
+    """The first key whose value differs, as `key: before -> now` (None when none does)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        for name in sorted(set(before) | set(now)):
+            found = _difference(before.get(name), now.get(name), f"{key}.{name}" if key else name)
+            if found:
+                return found
+        return None
+    return None if before == now else f"{key}: {before!r} -> {now!r}"
 
 
 def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:

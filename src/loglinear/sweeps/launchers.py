@@ -25,11 +25,12 @@ from typing import Any
 
 import yaml
 
-from loglinear.runs.folder import is_finished, status_of
+from loglinear.runs.folder import is_finished, status_of, write_text_atomic
+from loglinear.sweeps.arguments import command_line_value, override
 from loglinear.sweeps.manifest import RUNS, run_dir
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import GRACE_S, SweepOutcome, cpu_count, finish_run, start_run
-from loglinear.sweeps.spec import Run, SpecError, SweepSpec, command_line_value, override
+from loglinear.sweeps.spec import Run, SpecError, SweepSpec
 
 SUBMITIT_FOLDER = "submitit"
 SUBMITIT_DEFAULTS: dict[str, Any] = {"timeout_min": 24 * 60}
@@ -262,7 +263,6 @@ def write_wandb_sweep(spec: SweepSpec, out: Path) -> Path:
     """Write `<out>/wandb_sweep.yaml`, with the commands that start it in its header."""
     sweep = wandb_sweep(spec, out)
     path = out / WANDB_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
     header = (
         f"# wandb sweep of {spec.path or spec.name} (written by `loglinear sweep wandb`). Start it with\n"
         f"#   wandb sweep --project loglinear {path}\n"
@@ -270,5 +270,5 @@ def write_wandb_sweep(spec: SweepSpec, out: Path) -> Path:
         f"# Runs land in {out / RUNS}/<run_id>, as with `loglinear sweep run`; "
         f"the table: loglinear sweep report {out}\n"
     )
-    path.write_text(header + yaml.safe_dump(sweep, sort_keys=False, width=1000))
+    write_text_atomic(path, header + yaml.safe_dump(sweep, sort_keys=False, width=1000))
     return path

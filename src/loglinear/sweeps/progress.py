@@ -15,13 +15,17 @@ from loglinear.runs.folder import FINISHED
 
 CATEGORIES = ("done", "diverged", "failed", "running", "pending")
 REFRESH_S = 5.0
+ELSEWHERE = "running elsewhere"
+"""The runner's status of a run whose folder another process holds (counted as running)."""
+REFUSED = "refused"
+"""The runner's status of a run that its `loglinear train` refused, exit status 2 (counted as failed)."""
 
 
 def category(status: str) -> str:
     """The progress category of a run status (`early_stopped`/`max_steps` are `done`)."""
     if status in FINISHED:
         return "diverged" if status == "diverged" else "done"
-    return status if status in CATEGORIES else "pending"
+    return {ELSEWHERE: "running", REFUSED: "failed"}.get(status, status if status in CATEGORIES else "pending")
 
 
 def format_duration(seconds: float) -> str:

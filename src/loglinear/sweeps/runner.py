@@ -4,9 +4,15 @@ On a GPU machine, K workers on each visible GPU (`runs_per_gpu`, default DEFAULT
 process sees only its GPU), or N workers in all (`workers`), dealt round-robin over the GPUs; without
 a GPU, N CPU workers (default one per core). Either way each process gets cores // N threads (or
 $OMP_NUM_THREADS when set), so the cores are never oversubscribed.
-A run whose result is finished is skipped; any other is started with `loglinear train` on its
-resolved config.yaml, which resumes it from its last checkpoint. A crashed or diverged run never
-stops the others. SIGINT / SIGTERM / SIGHUP: every running process gets one SIGINT (it saves its
+A run whose result is finished is skipped; a run whose folder another process holds (its `.lock`:
+someone trains it by hand, or another sweep) is left alone, said so, and counted as running
+elsewhere; any other is started with `loglinear train` on its resolved config.yaml, which resumes it
+from its last checkpoint. A crashed or diverged run never stops the others. A fault of the machine
+stops them all (each saves its checkpoint) and raises an OSError naming the path: the runner's own
+write failed (a full disk, a folder that cannot be written), or a run's process exited with status 1
+without a result (what `loglinear train` does on a full disk, or when it cannot write its folder):
+such a run is not failed, it resumes when the sweep is run again.
+SIGINT / SIGTERM / SIGHUP: every running process gets one SIGINT (it saves its
 checkpoint and exits), the runner waits for them and returns `interrupted`; running the sweep
 again picks up where it stopped. If the runner itself is killed, Linux delivers SIGINT to its runs
 (parent-death signal), so they stop cleanly instead of running on unattended.
@@ -29,9 +35,22 @@ from pathlib import Path
 from typing import IO
 
 from loglinear.runs.config import ConfigError, to_yaml
-from loglinear.runs.folder import CONFIG, FINISHED, RESULT, exclusive, is_finished, status_of, write_json_atomic
+from loglinear.runs.folder import (
+    CONFIG,
+    FINISHED,
+    RESULT,
+    append_text,
+    exclusive,
+    free_space,
+    holder,
+    is_finished,
+    status_of,
+    write_json_atomic,
+    write_text_atomic,
+)
+from loglinear.runs.folder import LOCK as RUN_LOCK
 from loglinear.sweeps.manifest import LOG, run_dir
-from loglinear.sweeps.progress import Progress, eta_seconds
+from loglinear.sweeps.progress import ELSEWHERE, REFUSED, Progress, eta_seconds
 from loglinear.sweeps.spec import Run
 
 POLL_S = 0.2
@@ -53,9 +72,8 @@ def write_run_config(run: Run, directory: Path) -> Path:
     from an earlier session's file.)"""
     logger = dataclasses.replace(run.config.logger, progress=False)
     cfg = dataclasses.replace(run.config, out_dir=str(directory), logger=logger)
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / CONFIG
-    path.write_text(to_yaml(cfg))
+    write_text_atomic(path, to_yaml(cfg))
     return path
 
 
@@ -103,6 +121,10 @@ def worker_envs(workers: int | None, runs: int, gpus: list[str], cores: int,
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = gpus[i % len(gpus)]
     return envs
+
+
+class RunFault(OSError):
+    """A run's process ended on a fault of the machine (exit status 1 without a result); the message says which."""
 
 
 @dataclass
@@ -157,23 +179,34 @@ def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: 
     stop = _StopRequest()
     previous = stop.install()
     try:
-        while (todo or active) and stop.signal is None:
-            while todo and free:
-                run = todo.popleft()
-                slot = free.pop(0)
-                active.append(start_run(run, run_dir(out, run.run_id).resolve(), envs[slot], slot))
-                statuses[run.run_id] = "running"
-            for job in [j for j in active if j.process.poll() is not None]:
-                active.remove(job)
-                free.append(job.slot)
-                statuses[job.run.run_id] = finish_run(job)
-                if statuses[job.run.run_id] in FINISHED:
-                    durations.append(time.monotonic() - job.started)
-            now = time.monotonic()
-            eta = eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs))
-            progress.update(list(statuses.values()), eta)
-            if todo or active:
-                time.sleep(POLL_S)
+        try:
+            while (todo or active) and stop.signal is None:
+                while todo and free:
+                    run = todo.popleft()
+                    directory = run_dir(out, run.run_id).resolve()
+                    if _held_elsewhere(directory):
+                        statuses[run.run_id] = ELSEWHERE
+                        continue
+                    slot = free.pop(0)
+                    active.append(start_run(run, directory, envs[slot], slot))
+                    statuses[run.run_id] = "running"
+                for job in [j for j in active if j.process.poll() is not None]:
+                    active.remove(job)
+                    free.append(job.slot)
+                    statuses[job.run.run_id] = finish_run(job)
+                    if statuses[job.run.run_id] in FINISHED:
+                        durations.append(time.monotonic() - job.started)
+                now = time.monotonic()
+                eta = eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs))
+                progress.update(list(statuses.values()), eta)
+                if todo or active:
+                    time.sleep(POLL_S)
+        except OSError:  # a fault of the machine: the running runs save their checkpoints and stop too
+            _interrupt(active, stop, grace_s)
+            raise
+        for rid, status in statuses.items():
+            if status == ELSEWHERE and is_finished(run_dir(out, rid)):
+                statuses[rid] = status_of(run_dir(out, rid))  # finished meanwhile by the other process
         if stop.signal is not None:
             _interrupt(active, stop, grace_s)
             for job in active:
@@ -194,13 +227,23 @@ def exclusive_sweep(out: Path) -> contextlib.AbstractContextManager[None]:
                      f"another `loglinear sweep run` is running in {out}; wait for it or stop it first")
 
 
+def _held_elsewhere(directory: Path) -> bool:
+    """Whether another process holds the run's folder (it is never written into then); says so on stderr."""
+    pid = holder(directory / RUN_LOCK)
+    if pid is None:
+        return False
+    print(f"loglinear sweep: {directory} is being trained by another process{f' (pid {pid})' if pid else ''}: "
+          "not started here (rerun the sweep once it is done)", file=sys.stderr, flush=True)
+    return True
+
+
 def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> RunProcess:
     """Start `loglinear train` for `run` in `directory`, its output appended to `train.log`."""
     command = train_command(write_run_config(run, directory))
     env_text = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
+    append_text(directory / LOG, f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} "
+                                 f"{subprocess.list2cmdline(command)}\n")
     log = open(directory / LOG, "a")
-    log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} {subprocess.list2cmdline(command)}\n")
-    log.flush()
     result = directory / RESULT
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
@@ -212,16 +255,30 @@ def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> 
 
 
 def finish_run(job: RunProcess) -> str:
-    """The status of a run whose process ended; a process that died without a result gets a `failed` one
-    (an interrupted one stays `pending`: it resumes)."""
+    """The status of a run whose process ended. Without a result of its own: an interrupted one stays
+    `pending` (it resumes); status 2 (refused: its folder held by another process, or holding another
+    run) is ELSEWHERE or REFUSED and nothing is written; status 1 is a fault of the machine, raised as
+    `RunFault`; a process that died otherwise gets a `failed` result."""
     job.log.close()
     result = job.directory / RESULT
     wrote_result = result.is_file() and result.stat().st_mtime_ns != job.result_mtime
     code = job.process.returncode
-    if code != 0 and code not in INTERRUPTED and not wrote_result:
+    if code == 0 or code in INTERRUPTED or wrote_result:
+        return status_of(job.directory)
+    last = _last_line(job.directory / LOG)
+    if code == 2:
+        if _held_elsewhere(job.directory):
+            return ELSEWHERE
+        print(f"loglinear sweep: {job.directory} was refused: {last}", file=sys.stderr, flush=True)
+        return REFUSED
+    if code == 1:
+        raise RunFault(f"{job.directory}: loglinear train exited with status 1 without a result, a fault of the "
+                       f"machine ({free_space(job.directory)} free on its disk; its log's last line: {last}); the "
+                       "run stays resumable: free space or fix the folder, then rerun the sweep")
+    if holder(job.directory / RUN_LOCK) is None:
         write_json_atomic(result, {
             "status": "failed",
-            "error": f"loglinear train exited with status {code} without a result: {_last_line(job.directory / LOG)}",
+            "error": f"loglinear train exited with status {code} without a result: {last}",
             "exit_code": code,
         })
     return status_of(job.directory)

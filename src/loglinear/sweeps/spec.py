@@ -51,9 +51,8 @@ from loglinear.runs.config import (
     RunConfig,
     find_config_file,
     load_mapping,
-    load_run_config,
-    run_id,
 )
+from loglinear.sweeps.arguments import override
 from loglinear.sweeps.protocol import (
     CONFIRMATION,
     SEED_KEYS,
@@ -64,6 +63,7 @@ from loglinear.sweeps.protocol import (
     seed_point,
     two_stage,
 )
+from loglinear.sweeps.resolver import PointResolver
 
 SPEC_KEYS = ("name", "base", "grid", "zip", "report", "protocol")
 PLACEHOLDER_OUT_DIR = "{run_id}"
@@ -238,14 +238,17 @@ def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | No
         base = spec.base_overrides()
     except ConfigError as e:
         raise SpecError(f"{where}: base: {e}") from None
+    resolver = PointResolver(spec.preset, base, PLACEHOLDER_OUT_DIR)
     preset = [spec.preset] if spec.preset else []
+    texts: dict[tuple[str, str], str] = {}  # override() reads each value back through OmegaConf: once per value
     for point, stage in stage_one(spec) if staged is None else staged:
         try:
-            varied = [override(k, v) for k, v in point.items()]
-            cfg = load_run_config(spec.preset, [*base, *varied, override("out_dir", PLACEHOLDER_OUT_DIR)])
+            varied = [texts.get((k, repr(v))) or texts.setdefault((k, repr(v)), override(k, v))
+                      for k, v in point.items()]
+            cfg = resolver.resolve(point)
         except ConfigError as e:
             raise SpecError(f"{where}: run {describe(point)}: {e}") from None
-        rid = run_id(cfg)
+        rid = cfg.out_dir  # the run's id, put in place of PLACEHOLDER_OUT_DIR when it was resolved
         if rid in seen:
             raise SpecError(
                 f"{where}: runs {describe(seen[rid])} and {describe(point)} resolve to the same configuration"
@@ -258,61 +261,6 @@ def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | No
 def describe(point: Mapping[str, Any]) -> str:
     """A run's varied values as `key=value ...` (`(base)` for a sweep of one run)."""
     return " ".join(f"{k}={v}" for k, v in point.items()) or "(base)"
-
-
-def override(key: str, value: Any) -> str:
-    """`key=value` that `loglinear train` (OmegaConf's dotlist) reads back as exactly `value`.
-
-    `str(value)` when that round-trips (what a wandb agent's `${args_no_hyphens}` passes), else
-    YAML-quoted text; a value with no faithful text form is a ConfigError naming the key.
-    """
-    for text in _renderings(value):
-        if _same(_parse(text), value):
-            return f"{key}={text}"
-    raise ConfigError(f"{key}: value {value!r} cannot be passed as {key}=... on the command line")
-
-
-def command_line_value(value: Any) -> Any:
-    """The value to write for a wandb agent, which passes `f"{key}={value}"`: `value` itself when its
-    `str` round-trips, else the text `override` uses."""
-    text = override("x", value)[2:]
-    return value if text == str(value) else text
-
-
-def _renderings(value: Any) -> Iterator[str]:
-    yield str(value)
-    if value is None:
-        yield "null"
-    elif isinstance(value, float):
-        yield {float("inf"): ".inf", float("-inf"): "-.inf"}.get(value, ".nan")
-    elif isinstance(value, str):
-        yield "'" + value.replace("'", "''") + "'"
-    else:
-        yield json.dumps(value)
-
-
-def _parse(text: str) -> Any:
-    try:
-        return OmegaConf.to_container(OmegaConf.from_dotlist([f"value={text}"]))["value"]
-    except (OmegaConfBaseException, ValueError):
-        return _Unparsable
-
-
-class _Unparsable:
-    """Marks text that OmegaConf cannot read."""
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of equal types, recursively (1, 1.0 and True differ; NaN equals NaN)."""
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, float) and a != a:
-        return b != b
-    return a == b
 
 
 def _flatten(mapping: Mapping, prefix: str = "") -> Iterator[tuple[str, Any]]:

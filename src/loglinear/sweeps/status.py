@@ -2,7 +2,8 @@
 
 A run with a result is done (early_stopped, max_steps), diverged or failed. A run without one is
 running or pending (with Slurm's reason) while its task of the latest Slurm submission that holds it
-(`<out>/slurm_jobs.json`, written by `--launcher submitit`) is in the queue; otherwise it is
+(`<out>/slurm_jobs.json`, written by `--launcher submitit`) is in the queue, or running while a process
+holds its folder's lock (a local sweep, or a `loglinear train` by hand); otherwise it is
 `stopped` (it has a checkpoint: the sweep's command resumes it) or `not started`. Nothing is
 submitted or changed.
 """
@@ -13,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from loglinear.runs.folder import FINISHED, INTERRUPTED, LAST, result_of
+from loglinear.runs.folder import FINISHED, INTERRUPTED, LAST, LOCK, holder, result_of
 from loglinear.sweeps.manifest import read_manifest, run_dir
 
 
@@ -53,6 +54,8 @@ def sweep_status(out: Path, with_queue: bool = True) -> list[RunState]:
         elif task is not None:
             detail = "" if task.running else task.reason + (f": {task.never_starts}" if task.never_starts else "")
             states.append(RunState(rid, "running" if task.running else "pending", task_id, detail, point))
+        elif (pid := holder(directory / LOCK)) is not None:  # a process on this machine holds the run
+            states.append(RunState(rid, "running", task_id, f"pid {pid}" if pid else "", point))
         else:
             saved = [p for p in (directory / LAST, directory / INTERRUPTED) if p.is_file()]
             checkpoint = max(saved, key=lambda p: p.stat().st_mtime_ns, default=None)

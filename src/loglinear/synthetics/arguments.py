@@ -1,13 +1,12 @@
 """Argument checks shared by the tasks: each error names the argument, the bound and the value.
 
-`check_int` is the package-wide integer check (loglinear/checks.py), imported here for the tasks."""
+`check_int` and `check_float` are the package-wide checks (loglinear/checks.py), imported here for the tasks."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from loglinear.checks import check_int
+from loglinear.checks import check_float, check_int
 
 __all__ = ["check_bool", "check_even", "check_float", "check_int", "check_int_or_ints"]
 
@@ -22,19 +21,6 @@ def check_bool(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be true or false, got {value!r}")
     return value
-
-
-def check_float(
-    name: str, value: object, *, minimum: float | None = None, maximum: float | None = None
-) -> float:
-    """`value` as a finite float within [minimum, maximum], or ValueError naming the bound."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
-        raise ValueError(f"{name} must be <= {maximum}, got {value}")
-    return float(value)
 
 
 def check_int_or_ints(name: str, value: object, *, minimum: int) -> tuple[int, ...]:

@@ -69,12 +69,21 @@ def as_data_config(config: DataConfig | Mapping[str, Any] | DictConfig) -> DataC
     keys and wrongly typed values are rejected by OmegaConf, bad sizes here."""
     merged = OmegaConf.merge(OmegaConf.structured(DataConfig), config)
     data: DataConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+    return check_data_config(data)
+
+
+def check_data_config(data: DataConfig) -> DataConfig:
+    """`data` if its sizes and choices are valid, else a ValueError naming the key (the tasks' arguments are
+    checked when the tasks are built)."""
     check_int("batch_size", data.batch_size, minimum=1)
     check_int("val_size", data.val_size, minimum=1)
     check_int("test_size", data.test_size, minimum=1)
     check_int("num_workers", data.num_workers, minimum=0)
     if data.validate_on not in VALIDATE_ON:
         raise ValueError(f"validate_on must be one of {list(VALIDATE_ON)}, got {data.validate_on!r}")
+    if not data.eval_sets:
+        raise ValueError("eval_sets must list at least one test set ([{}]: one from the training task): "
+                         "a run without one cannot be scored")
     return data
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -88,4 +89,13 @@ class SyntheticDataModule(L.LightningDataModule):
             num_workers=self.config.num_workers,
             persistent_workers=persistent,
             pin_memory=torch.cuda.is_available(),
+            worker_init_fn=ignore_sigint if self.config.num_workers else None,
         )
+
+
+def ignore_sigint(worker_id: int) -> None:
+    """In a DataLoader worker: Ctrl-C on a terminal reaches the whole process group, and the main process
+    handles it (it saves a checkpoint and stops its workers); a worker that handled it too would print the
+    run's signal line and a traceback of its own. Batches draw from their own seeded generators, so the
+    workers need no seeding."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
