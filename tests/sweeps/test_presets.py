@@ -57,7 +57,8 @@ def test_demo_pairs_every_architecture_over_the_same_seeds():
         assert cfg.train.early_stop_threshold == 0.99
     assert set(seeds) == MIXERS
     assert len({tuple(sorted(s)) for s in seeds.values()}) == 1  # the same seeds for every architecture
-    assert all(len(set(s)) == len(s) >= 5 for s in seeds.values())
+    assert all(len(set(s)) == len(s) >= 3 for s in seeds.values())
+    assert all(r.config.model.attention_heads == 1 for r in runs)  # the paper's single attention head
 
 
 def test_paper_spec_tunes_lr_and_lambda_per_cell():
