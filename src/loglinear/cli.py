@@ -305,7 +305,7 @@ def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
     """The runs of a sweep with their ids, status and varied values, and the command each one is."""
     from loglinear.runs.folder import FINISHED, status_of
     from loglinear.sweeps.manifest import run_dir
-    from loglinear.sweeps.spec import describe
+    from loglinear.sweeps.spec import describe, planned_runs
 
     statuses = [status_of(run_dir(out, r.run_id)) for r in runs]
     shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
@@ -315,7 +315,8 @@ def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
     if spec.protocol is not None:
         print(f"then, once these selection runs are done: each cell's selected learning rate on the confirmation "
-              f"seeds {', '.join(map(str, spec.protocol.confirmation_seeds))}")
+              f"seeds {', '.join(map(str, spec.protocol.confirmation_seeds))} "
+              f"({planned_runs(spec) - len(runs)} runs more)")
 
 
 INSPECT_HELP = """\

@@ -48,13 +48,14 @@ def _operator_calls(monkeypatch, model, inputs):
     return calls
 
 
-@pytest.mark.parametrize("d_model, deltanet_heads", [(16, None), (32, None), (32, 4)])
-def test_lambda_scale_changes_only_the_lambda_scale(tiny, monkeypatch, d_model, deltanet_heads):
+@pytest.mark.parametrize("d_model, deltanet_heads, key_dim", [(16, None, None), (32, None, None), (32, 4, None),
+                                                             (16, 2, 43)])
+def test_lambda_scale_changes_only_the_lambda_scale(tiny, monkeypatch, d_model, deltanet_heads, key_dim):
     """Same parameters; every operator input equal except lambda, which is sqrt(K) times larger (parallel
-    and decoding)."""
+    and decoding), K the head's key dim (deltanet_key_dim when it is set)."""
     def make(scale: bool):
         cfg = tiny(mixer="log_linear_gated_deltanet", d_model=d_model, n_layers=1, deltanet_heads=deltanet_heads,
-                   scale_lambda=scale)
+                   deltanet_key_dim=key_dim, scale_lambda=scale)
         return build_model(cfg).double()
 
     torch.manual_seed(0)
@@ -63,7 +64,7 @@ def test_lambda_scale_changes_only_the_lambda_scale(tiny, monkeypatch, d_model, 
     assert official.state_dict().keys() == plain.state_dict().keys()
     plain.load_state_dict(official.state_dict())
     key_dim = official.blocks[0].mixer.key_dim
-    assert key_dim == d_model // official.cfg.heads
+    assert key_dim == (key_dim or d_model // official.cfg.heads)
     inputs = torch.randint(0, 32, (2, 11))
     scaled, unscaled = _operator_calls(monkeypatch, official, inputs), _operator_calls(monkeypatch, plain, inputs)
     assert len(scaled) == len(unscaled) == 4
@@ -85,3 +86,21 @@ def test_lambda_scale_is_the_default_and_only_for_gated_deltanet(tiny):
     inputs = torch.randint(0, 32, (2, 9))
     with torch.no_grad():
         torch.testing.assert_close(a(inputs), b(inputs), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mixer, states", [("gated_deltanet", (448, 1988)),
+                                           ("log_linear_gated_deltanet", (1984, 10244))])
+def test_the_deltanet_key_dim_widens_keys_and_queries_only(tiny, mixer, states):
+    """deltanet_key_dim sets each head's K (q, k and the state's key axis); the value dim and the heads stay.
+    State at 64 tokens: 2 heads x K x 16 per level (1 level, or 7 with lambda) + 3 conv inputs of 2 x 2K + 32
+    channels, so K = 8: 256 + 192 per level state; K = 43: 1,376 + 612."""
+    default = build_model(tiny(mixer=mixer, d_model=16, deltanet_heads=2)).blocks[0].mixer
+    wide = build_model(tiny(mixer=mixer, d_model=16, deltanet_heads=2, deltanet_key_dim=43)).blocks[0].mixer
+    assert (default.n_heads, default.key_dim, default.value_dim) == (2, 8, 16)
+    assert (wide.n_heads, wide.key_dim, wide.value_dim) == (2, 43, 16)
+    assert (default.state_size(64), wide.state_size(64)) == states
+
+
+def test_the_deltanet_key_dim_must_be_positive():
+    with pytest.raises(ValueError, match="deltanet_key_dim"):
+        ModelConfig(mixer="gated_deltanet", deltanet_key_dim=0)

@@ -26,11 +26,15 @@ def held_per_sequence(cache, batch_size: int) -> int:
     return held // batch_size
 
 
+WIDER_KEYS = {"deltanet_key_dim": 11}  # Gated DeltaNet's key dim set apart from d_model / heads
+
+
 @pytest.mark.parametrize("negative_eigenvalues", [False, True])
-@pytest.mark.parametrize("mixer", MIXERS.names())
-def test_state_size_counts_the_decoding_cache(tiny, mixer, negative_eigenvalues):
+@pytest.mark.parametrize("mixer, options", [(m, {}) for m in MIXERS.names()]
+                         + [(m, WIDER_KEYS) for m in ("gated_deltanet", "log_linear_gated_deltanet")])
+def test_state_size_counts_the_decoding_cache(tiny, mixer, options, negative_eigenvalues):
     torch.manual_seed(0)
-    cfg = tiny(mixer=mixer, max_len=1024, negative_eigenvalues=negative_eigenvalues)
+    cfg = tiny(mixer=mixer, max_len=1024, negative_eigenvalues=negative_eigenvalues, **options)
     model = build_model(cfg)
     batch = 2
     cache = model.init_cache(batch)

@@ -22,6 +22,7 @@ from loglinear.sweeps.spec import (
     expand,
     load_spec,
     parse_spec,
+    planned_runs,
     points,
 )
 
@@ -81,6 +82,10 @@ def test_a_protocol_runs_every_point_on_the_selection_seeds_then_the_chosen_poin
     assert [(r.point["train.lr"], r.config.train.seed, r.config.data.seed, r.stage) for r in second] == [
         (1e-2, 5, 5, "confirmation"), (1e-2, 6, 6, "confirmation"), (1e-2, 7, 7, "confirmation")]
     assert not {r.run_id for r in first} & {r.run_id for r in second}
+    assert planned_runs(spec) == len(first) + len(second) == 7
+    two_mixers = parse_spec({**raw, "grid": {**raw["grid"], "model.mixer": ["attention", "mamba2"]}})
+    assert planned_runs(two_mixers) == 2 * 2 * 2 + 2 * 3
+    assert planned_runs(spec_of(grid={"train.lr": [1e-3, 1e-2], "train.seed": [0, 1, 2]})) == 6
 
 
 def test_typo_in_the_grid_fails_the_whole_sweep_before_any_run():
@@ -190,7 +195,8 @@ def test_shipped_specs_resolve_every_value(path):
     spec = load_spec(path)
     assert spec.name == path.stem
     runs = expand(diagonal(spec))
-    assert len(runs) == len(next(iter(diagonal(spec).zip[0].values())))
+    seeds = len(spec.protocol.selection_seeds) if spec.protocol else 1
+    assert len(runs) == len(next(iter(diagonal(spec).zip[0].values()))) * seeds
 
 
 def test_shipped_spec_sizes():
@@ -232,3 +238,17 @@ def test_interpolations_and_bad_values_take_the_reference_path(tmp_path):
     bad = spec_of(grid={"train.lr": [1e-3, "fast"]})
     with pytest.raises(SpecError, match=r"run train\.lr=fast: train\.lr: Value 'fast' of type 'str' could not"):
         expand(bad)
+
+
+def test_an_option_added_later_leaves_the_ids_of_earlier_runs_alone():
+    """A key of ID_OMITTED_AT_DEFAULT is no part of a run's id at its default, and is when set."""
+    earlier = [r.run_id for r in expand(spec_of(grid={"model.mixer": ["gated_deltanet"]}))]
+    at_default = expand(spec_of(grid={"model.mixer": ["gated_deltanet"]}, **{"model.deltanet_key_dim": None}))
+    set_apart = expand(spec_of(grid={"model.mixer": ["gated_deltanet"]}, **{"model.deltanet_key_dim": 12}))
+    assert [r.run_id for r in at_default] == earlier != [r.run_id for r in set_apart]
+
+
+def test_the_demos_run_ids_are_pinned():
+    """Ids change only when what a run computes changes: a new option at its default must not move them."""
+    ids = [r.run_id for r in expand(load_spec(CONFIGS_DIR / "sweeps" / "demo_cpu.yaml"))]
+    assert ids[:3] == ["90fed1596e", "641cf6a920", "4ce93bfd30"]

@@ -59,6 +59,9 @@ class ModelConfig:
                       max(2, d_model // 128) (the paper's MQAR setting: 2 heads, 1 at d_model 16; head
                       dim 128 at scale). Each mixer reads only its own head count, so a preset that
                       sets one cannot change another mixer; Mamba-2 has head_dim instead.
+    deltanet_key_dim: key dim K of each (log-linear) Gated DeltaNet head; None: d_model / heads. A larger
+                      K gives Gated DeltaNet a larger state (H * K * V numbers) at the same d_model, as
+                      state_dim does Mamba-2 (the equal-state arms of an MQAR study).
     head_dim:         Mamba-2's head dim P: heads = expand * d_model / head_dim (attention and Gated
                       DeltaNet use d_model / heads).
     state_dim:        Mamba-2's state dim N (the operator's key dim).
@@ -100,6 +103,7 @@ class ModelConfig:
     max_len: int = 2048
     attention_heads: int | None = None
     deltanet_heads: int | None = None
+    deltanet_key_dim: int | None = None
     head_dim: int = 16
     state_dim: int = 16
     expand: int = 2
@@ -180,7 +184,7 @@ class ModelConfig:
             )
         for name in ("norm_eps", "rope_base"):
             check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
-        for name in ("attention_heads", "deltanet_heads"):
+        for name in ("attention_heads", "deltanet_heads", "deltanet_key_dim"):
             if getattr(self, name) is not None:
                 check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
         MIXERS[self.mixer].check_config(self)

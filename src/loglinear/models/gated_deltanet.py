@@ -25,7 +25,8 @@ def l2_normalise(x: Tensor) -> Tensor:
 
 
 class GatedDeltaNet(LinearAttentionMixer):
-    """Gated DeltaNet mixer: H heads of key dim K = d_model / H and value dim V = expand * K.
+    """Gated DeltaNet mixer: H heads of key dim K (deltanet_key_dim, or d_model / H) and value dim
+    V = expand * d_model / H.
 
         [q k v | a | b | gate] = W_in x;   q, k, v <- silu(shortconv(q, k, v))
         q = l2norm(q) / sqrt(K),  k = l2norm(k),  beta = sigmoid(b)   (2 sigmoid(b) with negative eigenvalues)
@@ -42,7 +43,7 @@ class GatedDeltaNet(LinearAttentionMixer):
 
     def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
         H = self.num_heads(cfg)
-        K, V = cfg.d_model // H, cfg.expand * cfg.d_model // H
+        K, V = self.head_key_dim(cfg), cfg.expand * cfg.d_model // H
         self.use_output_gate = cfg.use_output_gate
         super().__init__(
             cfg, n_heads=H, key_dim=K, value_dim=V, conv_width=2 * H * K + H * V,
@@ -71,6 +72,11 @@ class GatedDeltaNet(LinearAttentionMixer):
         if cfg.deltanet_heads is not None:
             return cfg.deltanet_heads
         return 1 if cfg.d_model <= 16 else max(2, cfg.d_model // 128)
+
+    @classmethod
+    def head_key_dim(cls, cfg: ModelConfig) -> int:
+        """deltanet_key_dim, or d_model / heads."""
+        return cfg.deltanet_key_dim or cfg.d_model // cls.num_heads(cfg)
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:

@@ -50,7 +50,7 @@ class LogLinearGatedDeltaNet(GatedDeltaNet):
     def __init__(self, cfg: ModelConfig) -> None:
         if cfg.scale_lambda:
             head = ScaledLambdaHead.from_config(cfg, cfg.heads)
-            head.scale = (cfg.d_model // cfg.heads) ** 0.5  # 1 / (the q scale K^-0.5)
+            head.scale = self.head_key_dim(cfg) ** 0.5  # 1 / (the q scale K^-0.5)
         else:
             head = LambdaHead.from_config(cfg, cfg.heads)
         super().__init__(cfg, lambda_head=head)

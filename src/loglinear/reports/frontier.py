@@ -30,7 +30,7 @@ from loglinear.runs.folder import FINISHED
 from loglinear.synthetics.config import as_data_config, evaluation_sets
 
 SIZE_KEYS = ("model.d_model", "model.state_dim", "model.head_dim", "model.expand", "model.deltanet_heads",
-             "model.attention_heads", "model.conv_size")
+             "model.deltanet_key_dim", "model.attention_heads", "model.conv_size")
 """Row keys that change only how large a model is: points along one frontier line, not lines of their own."""
 PAIRS_PREFIX = "test/acc/num_kv_pairs="
 

@@ -44,6 +44,9 @@ ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck")
 """Config keys that do not change what a run computes, so they are not part of its identity (its id, and what a
 rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
 agent), whether the fused kernels check themselves first (result.json records what ran)."""
+ID_OMITTED_AT_DEFAULT: dict[str, Any] = {"model.deltanet_key_dim": None}
+"""Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
+their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
 ID_LENGTH = 10
 
 
@@ -362,12 +365,22 @@ def _one_line(e: OmegaConfBaseException) -> str:
     return f"{key}: {message}" if key else message
 
 def identity(config: dict[str, Any]) -> dict[str, Any]:
-    """What a run computes: its configuration (a plain dict) without the ID_EXCLUDED keys."""
+    """What a run computes: its configuration (a plain dict) without the ID_EXCLUDED keys, and without the
+    ID_OMITTED_AT_DEFAULT keys where they hold their default."""
     kept = {k: v for k, v in config.items() if k not in ID_EXCLUDED}
-    for group, _, name in (key.partition(".") for key in ID_EXCLUDED if "." in key):
+    dropped = [key for key in ID_EXCLUDED if "." in key]
+    dropped += [key for key, default in ID_OMITTED_AT_DEFAULT.items() if _value_at(config, key) == (default,)]
+    for group, _, name in (key.partition(".") for key in dropped):
         if isinstance(kept.get(group), dict):
             kept[group] = {k: v for k, v in kept[group].items() if k != name}
     return kept
+
+
+def _value_at(config: dict[str, Any], dotted: str) -> tuple[Any, ...]:
+    """(the value at `group.name`,) or () where the config has none."""
+    group, _, name = dotted.partition(".")
+    values = config.get(group)
+    return (values[name],) if isinstance(values, dict) and name in values else ()
 
 
 def run_id(cfg: RunConfig) -> str:

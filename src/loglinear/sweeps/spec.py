@@ -210,6 +210,17 @@ def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
         yield point
 
 
+def planned_runs(spec: SweepSpec) -> int:
+    """How many runs the sweep makes: every point, on each selection seed under a protocol, which then adds
+    each configuration at its chosen learning rate (one per point without `train.lr`) on each confirmation seed."""
+    configurations = list(points(spec))
+    if spec.protocol is None:
+        return len(configurations)
+    chosen = {json.dumps({k: v for k, v in p.items() if k != "train.lr"}, sort_keys=True) for p in configurations}
+    protocol = spec.protocol
+    return len(configurations) * len(protocol.selection_seeds) + len(chosen) * len(protocol.confirmation_seeds)
+
+
 def stage_one(spec: SweepSpec) -> Iterator[tuple[dict[str, Any], str | None]]:
     """The points of the first stage with their stage: every point, on each selection seed under a protocol."""
     if spec.protocol is None:
