@@ -114,6 +114,8 @@ def sweep_main(argv: Sequence[str]) -> int:
     except (ConfigError, FileNotFoundError, NotADirectoryError) as e:
         print(f"loglinear sweep: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout stopped: `main` ends quietly
+        raise
     except OSError as e:  # a fault of the machine: a full disk, a folder that cannot be written
         print(f"loglinear sweep: {fault_line(e)}", file=sys.stderr)
         return 1
@@ -397,7 +399,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "doctor: versions, devices and the fused kernels' self-check")
         parser.parse_args(argv[:1])
         return 2
-    return COMMANDS[argv[0]](argv[1:])
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except BrokenPipeError:
+        # whoever read stdout stopped (`loglinear sweep run --dry-run | head`): end quietly, as a shell tool does,
+        # with stdout on /dev/null so the interpreter's own flush at exit cannot fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
 COMMANDS = {"train": train_main, "sweep": sweep_main, "inspect": inspect_main, "doctor": doctor_main}

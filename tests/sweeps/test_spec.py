@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import signal
 import subprocess
 import sys
 
@@ -252,3 +253,15 @@ def test_the_demos_run_ids_are_pinned():
     """Ids change only when what a run computes changes: a new option at its default must not move them."""
     ids = [r.run_id for r in expand(load_spec(CONFIGS_DIR / "sweeps" / "demo_cpu.yaml"))]
     assert ids[:3] == ["90fed1596e", "641cf6a920", "4ce93bfd30"]
+
+
+def test_a_dry_run_into_a_reader_that_stops_ends_quietly():
+    """`loglinear sweep run SPEC --dry-run | head -1`: no traceback, the exit status of a shell tool cut off."""
+    spec = CONFIGS_DIR / "sweeps" / "mqar_paper.yaml"  # 840 runs: more than a pipe's buffer holds
+    command = [sys.executable, "-m", "loglinear.cli", "sweep", "run", str(spec), "--dry-run", "--out", "unused"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.readline().startswith(b"mqar_paper: 840 runs")
+    process.stdout.close()
+    stderr = process.stderr.read().decode()
+    assert process.wait() == 128 + signal.SIGPIPE, stderr
+    assert stderr == ""
