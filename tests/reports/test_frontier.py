@@ -94,3 +94,29 @@ def test_no_equal_state_comparison_without_a_base_model_as_large(tmp_path):
     report = write_report(state_sweep(tmp_path, with_big_base=False))
     assert "Equal-state comparison" not in report.table
     assert "## Paired comparisons" in report.table
+
+
+def test_a_two_stage_sweep_compares_equal_states_on_its_confirmation_seeds(tmp_path):
+    """Selection runs choose each cell's lr and take no part in the comparison; the equal-state primary is the
+    pairing of the confirmation runs, marked and in the verdict."""
+    entries = []
+    for mixer, state_dim, tests in (("mamba2", 16, None), ("mamba2", 112, BIG_TEST),
+                                    ("log_linear_mamba2", 16, LL_TEST)):
+        for seed in (0, 1):  # selection: 1e-2 wins on validation and scores 0 on test, which no comparison may use
+            for lr, val in ((1e-3, 0.2), (1e-2, 0.6)):
+                selection = entry(mixer, state_dim, seed, 0.0, lr=lr, val=val)
+                selection["stage"] = "selection"
+                entries.append(selection)
+        for seed in (5, 6, 7):
+            confirmation = entry(mixer, state_dim, seed, 0.3 if tests is None else tests[seed - 5], lr=1e-2)
+            confirmation["stage"] = "confirmation"
+            entries.append(confirmation)
+    protocol = {"selection_seeds": [0, 1], "confirmation_seeds": [5, 6, 7]}
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "accuracy", "equal_state": True}
+    report = write_report(make_sweep(tmp_path, entries, name="state", protocol=protocol,
+                                     report={"threshold": 0.99, "primary": primary}))
+    section = report.table.split("## Equal-state comparison")[1]
+    mean = sum(100 * (a - b) for a, b in zip(LL_TEST, BIG_TEST, strict=True)) / 3
+    assert "**Primary** " in section and f"accuracy (paired t, continuous) +{mean:.1f} points [" in section
+    assert "better on 2 of 3 seeds" in section
+    assert "Primary (" in report.table and "accuracy): " in report.table
