@@ -164,6 +164,22 @@ def test_lambda_rows_when_the_parameterisation_varies(tmp_path):
         "0.001 (of 1)"]
 
 
+def test_a_model_key_zipped_with_the_learning_rate_makes_rows_of_its_own(tmp_path):
+    """zip (model.state_dim, train.lr, train.warmup_steps): two models, each at its own rate, never one cell
+    averaging both; the training key zipped with the rate follows it."""
+    entries = [
+        run_entry("mamba2", 16, lr, seed, finished(acc),
+                  **{"model.state_dim": state_dim, "train.warmup_steps": 10, "data.seed": seed})
+        for state_dim, lr, acc in ((8, 1e-2, 0.1), (49, 3e-2, 0.9))
+        for seed in (0, 1)
+    ]
+    zipped = [["model.state_dim", "train.lr", "train.warmup_steps"], ["train.seed", "data.seed"]]
+    report = write_report(make_sweep(tmp_path, entries, zip=zipped))
+    accuracy = table_rows(report.table, 0)
+    assert accuracy[0] == ["Architecture", "state_dim", "d_model 16"]
+    assert row(accuracy, "Mamba-2", "8") == ["10.0 (0.0)"] and row(accuracy, "Mamba-2", "49") == ["90.0 (0.0)"]
+
+
 def test_state_tracking_and_mqar_slices(tmp_path):
     lengths = {f"test/acc/seq_len={n}": acc for n, acc in ((64, 1.0), (128, 0.8), (512, 0.5))}
     lengths |= {f"test/acc_seq/seq_len={n}": acc for n, acc in ((64, 0.9), (128, 0.25), (512, 0.0))}

@@ -255,11 +255,16 @@ def load_sweep(out: str | Path) -> Sweep:
 
 def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
     """Architecture, λ when it varies among log-linear runs, then the other varied keys, except d_model,
-    the learning rate, seeds and keys zipped with them (those follow the column, lr or seed)."""
-    tied = {COLUMN_KEY, LR_KEY, *SEED_KEYS}
+    the learning rate, seeds and keys zipped with them (those follow the column, lr or seed). Of the keys
+    zipped with the learning rate only the training ones follow it: a model key zipped with it (`state_dim`
+    with a rate per size) makes rows of its own, so different models never share a cell."""
+    follows = {COLUMN_KEY, *SEED_KEYS}
+    tied = {*follows, LR_KEY}
     for group in manifest.get("zip", []):
-        if tied & set(group):
+        if follows & set(group):
             tied |= set(group)
+        elif LR_KEY in group:
+            tied |= {k for k in group if k.startswith("train.")}
     keys = [MIXER_KEY]
     lambdas = {r.get(LAMBDA_KEY) for r in records if is_log_linear(r.mixer)}
     if len(lambdas) > 1:
