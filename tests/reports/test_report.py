@@ -180,6 +180,15 @@ def test_a_model_key_zipped_with_the_learning_rate_makes_rows_of_its_own(tmp_pat
     assert row(accuracy, "Mamba-2", "8") == ["10.0 (0.0)"] and row(accuracy, "Mamba-2", "49") == ["90.0 (0.0)"]
 
 
+def test_a_size_key_shows_a_dash_in_the_rows_of_mixers_that_do_not_read_it(tmp_path):
+    entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.5), **{"model.state_dim": 8, "model.deltanet_key_dim": None})
+               for mixer in ("attention", "mamba2", "gated_deltanet") for seed in (0, 1)]
+    accuracy = table_rows(write_report(make_sweep(tmp_path, entries)).table, 0)
+    assert accuracy[0] == ["Architecture", "state_dim", "deltanet_key_dim", "d_model 16"]
+    assert [r[:3] for r in accuracy[1:]] == [["Transformer", "-", "-"], ["Mamba-2", "8", "-"],
+                                             ["Gated DeltaNet", "-", "None"]]
+
+
 def test_state_tracking_and_mqar_slices(tmp_path):
     lengths = {f"test/acc/seq_len={n}": acc for n, acc in ((64, 1.0), (128, 0.8), (512, 0.5))}
     lengths |= {f"test/acc_seq/seq_len={n}": acc for n, acc in ((64, 0.9), (128, 0.25), (512, 0.0))}

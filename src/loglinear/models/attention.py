@@ -34,6 +34,7 @@ class Attention(Mixer):
     """
 
     name, display_name = "attention", "Transformer"
+    size_fields = frozenset({"attention_heads"})
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)

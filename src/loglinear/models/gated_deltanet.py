@@ -40,6 +40,7 @@ class GatedDeltaNet(LinearAttentionMixer):
     """
 
     name, display_name = "gated_deltanet", "Gated DeltaNet"
+    size_fields = LinearAttentionMixer.size_fields | {"deltanet_heads", "deltanet_key_dim"}
 
     def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
         H = self.num_heads(cfg)

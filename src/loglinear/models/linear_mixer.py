@@ -77,6 +77,7 @@ class LinearAttentionMixer(Mixer):
     """
 
     transitions = True
+    size_fields = frozenset({"expand", "conv_size"})
 
     def __init__(
         self, cfg: ModelConfig, *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,

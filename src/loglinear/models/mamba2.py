@@ -31,6 +31,7 @@ class Mamba2(LinearAttentionMixer):
     """
 
     name, display_name = "mamba2", "Mamba-2"
+    size_fields = LinearAttentionMixer.size_fields | {"head_dim", "state_dim"}
 
     def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
         self.d_inner, H, N = cfg.expand * cfg.d_model, self.num_heads(cfg), cfg.state_dim

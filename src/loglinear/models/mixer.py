@@ -28,6 +28,8 @@ class Mixer(nn.Module):
     log_linear:   whether it reads a Fenwick level hierarchy with a lambda head (`model.lambda_param`
                   applies to it).
     transitions:  whether it has recurrent state transitions (`model.negative_eigenvalues` applies to it).
+    size_fields:  the ModelConfig fields that size it and not every mixer (`state_dim` sizes Mamba-2 only):
+                  a report shows `-` for them in the rows of mixers that do not read them.
     num_heads(cfg): how many heads it has under a ModelConfig.
 
     `state_size(seq_len)` counts the numbers one sequence's decoding cache holds in this layer after
@@ -39,6 +41,7 @@ class Mixer(nn.Module):
     base: ClassVar[str | None] = None
     log_linear: ClassVar[bool] = False
     transitions: ClassVar[bool] = False
+    size_fields: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

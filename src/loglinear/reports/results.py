@@ -32,6 +32,8 @@ from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
+SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.items()))
+"""Model fields that size some mixers only: `-` in the row of a mixer that does not read them."""
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
@@ -278,6 +280,10 @@ def _label(key: str, record: Record) -> str:
     if key == MIXER_KEY:
         return display_name(str(value))
     if key == LAMBDA_KEY and not is_log_linear(record.mixer):
+        return "-"
+    group, _, field = key.partition(".")
+    if group == "model" and field in SIZED_BY_SOME and record.mixer in MIXERS \
+            and field not in MIXERS[record.mixer].size_fields:
         return "-"
     if key == "model.negative_eigenvalues":
         if not MIXERS[record.mixer].transitions:
