@@ -209,6 +209,9 @@ def test_state_tracking_and_mqar_slices(tmp_path):
     assert row(by_length, "Gated DeltaNet", "parity", "64") == [
         "1.00 (0.00)", "90.0 (0.0)", "2/2", "0.60 (0.00)", "25.0 (0.0)", "0/2", "0.00 (0.00)", "0.0 (0.0)", "0/2"]
     assert {"acc_vs_seq_len.png", "mqar_acc_vs_kv_pairs.png"} <= {p.name for p in report.written}
+    by_pairs = section_rows(report.table, "MQAR by number of key-value pairs")
+    assert by_pairs[0] == ["Architecture", "task", "d_model", "4 pairs %", "4 solved", "64 pairs %", "64 solved"]
+    assert by_pairs[1:] == [["Mamba-2", "mqar_paper", "64", "90.0 (0.0)", "0/2", "30.0 (0.0)", "0/2"]]
     assert "the test accuracy above is the mean over the examples of every test set, so over the lengths 64, 128, " \
            "512" in report.table
 

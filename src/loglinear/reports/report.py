@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loglinear.reports.frontier import equal_state_comparisons
+from loglinear.reports.frontier import PAIRS_PREFIX, equal_state_comparisons
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import (
     MINUS,
@@ -121,6 +121,12 @@ SEVERAL_LENGTHS_NOTE = (
     "the lengths {lengths} when the sets have the same size: read the tables by test length below."
 )
 
+PAIRS_NOTE = (
+    "Test accuracy (%) on the test examples with each number of key-value pairs, mean (sample standard deviation) "
+    "over the seeds of each cell's selected configuration; `k/n`: runs above {pct}% on those examples. "
+    "mqar_acc_vs_kv_pairs.png and the panels of mqar_frontier.png draw them."
+)
+
 LENGTH_PAIRED_NOTE = (
     "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds with the "
     "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `solved a vs b`: runs "
@@ -185,6 +191,9 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     lengths = length_table(sweep, cells)
     if lengths:
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE.format(pct=pct)]
+    pairs = pairs_table(sweep, cells)
+    if pairs:
+        parts += ["## MQAR by number of key-value pairs\n", pairs, PAIRS_NOTE.format(pct=pct)]
     if by_length:
         parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length, family),
                   LENGTH_PAIRED_NOTE.format(pct=pct)]
@@ -192,7 +201,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
     if equal_state:
-        parts += ["## Equal-state comparison\n", EQUAL_STATE_NOTE, "",
+        parts += ["## Equal-state comparison\n", EQUAL_STATE_NOTE,
                   "\n".join(f"- {comparison_line(p, family)}" for p in equal_state)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
@@ -427,6 +436,29 @@ def length_table(sweep: Sweep, cells: dict) -> str | None:
             at_n = per_length.get(n, [])
             solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
             line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, [])), solved]
+        body.append(line)
+    return markdown_table(header, body) if body else None
+
+
+def pairs_table(sweep: Sweep, cells: dict) -> str | None:
+    """MQAR: per number of key-value pairs tested, the test accuracy and the runs above the threshold (k/n) of
+    the selected runs; None without two numbers of pairs."""
+    slices = sorted({n for cell in cells.values() for n in slice_values(cell.runs, PAIRS_PREFIX)})
+    if len(slices) < 2:
+        return None
+    header = [_header(k) for k in sweep.row_keys] + ["d_model"]
+    for n in slices:
+        header += [f"{n} pairs %", f"{n} solved"]
+    body = []
+    for (row, d_model), cell in cells.items():
+        per_pairs = slice_values([r for r in cell.runs if r.status in FINISHED], PAIRS_PREFIX)
+        if not per_pairs:
+            continue
+        line = [*row, str(d_model)]
+        for n in slices:
+            at_n = per_pairs.get(n, [])
+            solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
+            line += [mean_std_text(at_n), solved]
         body.append(line)
     return markdown_table(header, body) if body else None
 
