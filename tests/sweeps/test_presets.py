@@ -11,7 +11,7 @@ import pytest
 
 from loglinear.models import ModelConfig, build_model
 from loglinear.runs.config import load_run_config
-from loglinear.sweeps.spec import expand, load_spec, points
+from loglinear.sweeps.spec import expand, load_spec, planned_runs, points
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 MIXERS = {"attention", "mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet"}
@@ -112,33 +112,41 @@ def test_parity_follow_up_uses_fresh_seeds_and_the_same_protocol():
         assert same == reference
 
 
-def test_state_study_is_state_limited_with_an_equal_state_arm():
-    """The header's numbers: key dim 8 against 16 pairs, 5 shared seeds per arm and rate, and a Mamba-2 whose
-    state is the smallest at least as large as log-linear Mamba-2's at the test length (64 tokens)."""
-    runs = expand(load_spec(CONFIGS / "sweeps" / "mqar_state_cpu.yaml"))
-    assert len(runs) == 45
-    arms: dict[tuple[str, int, float], list[tuple[int, int]]] = {}
+def test_state_study_is_state_limited_with_equal_state_arms():
+    """The header's numbers: key dim 8 against 16 pairs; every arm on the same 3 rates and 2 selection seeds, then
+    8 other confirmation seeds; for each family a base whose state is the smallest at least as large as its
+    log-linear variant's at the test length (64 tokens)."""
+    spec = load_spec(CONFIGS / "sweeps" / "mqar_state_cpu.yaml")
+    runs = expand(spec)
+    assert len(runs) == 42 and planned_runs(spec) == 42 + 56
+    assert spec.protocol.selection_seeds == [0, 9] and spec.protocol.confirmation_seeds == list(range(1, 9))
+    arms: dict[tuple[str, int, int | None], set[tuple[float, int, int]]] = {}
     for run in runs:
         cfg = run.config
-        arm = (cfg.model.mixer, cfg.model.state_dim, cfg.train.lr)
-        arms.setdefault(arm, []).append((cfg.train.seed, cfg.data.seed))
+        arm = (cfg.model.mixer, cfg.model.state_dim, cfg.model.deltanet_key_dim)
+        arms.setdefault(arm, set()).add((cfg.train.lr, cfg.train.seed, cfg.data.seed))
         assert max(s["num_kv_pairs"] for s in cfg.data.eval_sets) == 16 and cfg.model.attention_heads == 1
-    assert len({(m, n) for m, n, _ in arms}) == 6 and all(s == [(i, i) for i in range(5)] for s in arms.values())
-    assert {lr for m, _, lr in arms if "mamba2" in m} == {3.0e-3, 1.0e-2}
+    candidates = {(lr, seed, seed) for lr in (3.0e-3, 1.0e-2, 3.0e-2) for seed in (0, 9)}
+    assert len(arms) == 7 and all(points == candidates for points in arms.values())
 
-    def state(mixer, state_dim, built_with=None):
-        cfg = next(r.config for r in runs if (r.config.model.mixer, r.config.model.state_dim) == (mixer, state_dim))
-        fields = dataclasses.asdict(cfg.model) | ({} if built_with is None else {"state_dim": built_with})
+    def state(mixer, state_dim=8, key_dim=None, built_with=None):
+        cfg = next(r.config for r in runs if (r.config.model.mixer, r.config.model.state_dim,
+                                              r.config.model.deltanet_key_dim) == (mixer, state_dim, key_dim))
+        fields = dataclasses.asdict(cfg.model) | (built_with or {})
         model = build_model(ModelConfig.from_mapping(fields))
         return model.blocks[0].mixer, model.blocks[0].mixer.state_size(64)
 
     for mixer in ("mamba2", "gated_deltanet"):
-        base, _ = state(mixer, 8)
+        base, _ = state(mixer)
         assert base.key_dim == 8  # 16 pairs are twice the key dimension
-    _, log_linear = state("log_linear_mamba2", 8)
+    _, log_linear = state("log_linear_mamba2")
     _, equal = state("mamba2", 49)
-    _, smaller = state("mamba2", 8, built_with=48)
+    _, smaller = state("mamba2", 49, built_with={"state_dim": 48})
     assert (log_linear, equal) == (1936, 1958) and smaller < log_linear <= equal
+    _, log_linear = state("log_linear_gated_deltanet")
+    _, equal = state("gated_deltanet", key_dim=43)
+    _, smaller = state("gated_deltanet", key_dim=43, built_with={"deltanet_key_dim": 42})
+    assert (log_linear, equal) == (1984, 1988) and smaller < log_linear <= equal
 
 
 def test_grazzi_parity_spec_is_their_public_protocol():
