@@ -3,6 +3,7 @@ the demo's paired design, the paper spec's tuning grid."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 from collections import Counter
 from pathlib import Path
@@ -14,6 +15,7 @@ from loglinear.runs.config import load_run_config
 from loglinear.sweeps.spec import expand, load_spec, planned_runs, points
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+RESULTS = CONFIGS.parent / "results"
 MIXERS = {"attention", "mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet"}
 
 
@@ -165,3 +167,12 @@ def test_grazzi_parity_spec_is_their_public_protocol():
         assert t.early_stop_threshold is None
         assert [s.get("seq_len", 40) for s in cfg.data.eval_sets] == [40, 80, 160, 256]
         assert all(s["min_seq_len"] is None for s in cfg.data.eval_sets)  # each test set at exactly its length
+
+
+@pytest.mark.parametrize("folder", sorted(p for p in RESULTS.iterdir() if p.is_dir()), ids=lambda p: p.name)
+def test_committed_results_are_the_runs_their_spec_makes_today(folder):
+    """Every run of the spec's first stage is a row of the committed results.csv under the same id: an id change
+    (an option added to the run config without ID_OMITTED_AT_DEFAULT) would leave the results unreproducible."""
+    with open(folder / "results.csv") as f:
+        committed = {row["run_id"] for row in csv.DictReader(f)}
+    assert {run.run_id for run in expand(load_spec(CONFIGS / "sweeps" / f"{folder.name}.yaml"))} <= committed
