@@ -19,6 +19,7 @@ from loglinear.reports.paired import Pairing, cell_name, pair, test_score
 from loglinear.reports.results import (
     LAMBDA_KEY,
     MIXER_KEY,
+    SIZED_BY_SOME,
     Cell,
     Record,
     Sweep,
@@ -29,9 +30,9 @@ from loglinear.reports.results import (
 from loglinear.runs.folder import FINISHED
 from loglinear.synthetics.config import as_data_config, evaluation_sets
 
-SIZE_KEYS = ("model.d_model", "model.state_dim", "model.head_dim", "model.expand", "model.deltanet_heads",
-             "model.deltanet_key_dim", "model.attention_heads", "model.conv_size")
-"""Row keys that change only how large a model is: points along one frontier line, not lines of their own."""
+SIZE_KEYS = ("model.d_model", *sorted(f"model.{field}" for field in SIZED_BY_SOME))
+"""Row keys that change only how large a model is (d_model and every mixer's `size_fields`): points along one
+frontier line, not lines of their own."""
 PAIRS_PREFIX = "test/acc/num_kv_pairs="
 
 Cells = dict[Hashable, Cell]
