@@ -81,9 +81,10 @@ class ModelConfig:
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
     dt_init_max:      Mamba-2 and Gated DeltaNet start with step sizes dt log-uniform from 1e-3 to this
-                      (0.1: Mamba's), and decay rates A in [1, 16], so the decay's log dt * A starts at
-                      most 1.6 * dt_init_max / 0.1. With `negative_eigenvalues` Mamba-2's alpha is
-                      negative only where dt * A > ln 2: a larger dt_init_max starts more heads there.
+                      (0.1: Mamba's), and decay rates A in [1, 16] (Mamba-2: at the default A_init), so
+                      the decay's log dt * A starts at most 1.6 * dt_init_max / 0.1. With
+                      `negative_eigenvalues` Mamba-2's alpha is negative only where dt * A > ln 2: a larger
+                      dt_init_max starts more heads there.
     A_init:           Mamba-2's initial decay rates A = exp(A_log) per head (A_INITS): "uniform" in
                       [A_init_min, A_init_max] (mamba_ssm's Mamba2: [1, 16]); "arange": A = 1, 2, ..., H
                       (Hugging Face transformers' Mamba2Mixer, S4D-Real's rule over the heads).
@@ -91,7 +92,8 @@ class ModelConfig:
     in_proj_std:      Mamba-2's input projection starts as N(0, in_proj_std^2) (0.02: zoology's rule for
                       every linear layer; transformers' Mamba-2 uses its initializer_range, 0.1).
     out_proj_init:    Mamba-2's output projection (LINEAR_INITS): "normal" N(0, 0.02^2) (zoology's rule);
-                      "fan_in_uniform" U(+-1/sqrt(d_inner)) (PyTorch's nn.Linear default, transformers).
+                      "fan_in_uniform" U(+-1/sqrt(d_inner)) (PyTorch's nn.Linear default, transformers;
+                      mamba_ssm's full model then divides it by sqrt(n_layers)).
     conv_bias_init:   Mamba-2's short-convolution bias (CONV_BIAS_INITS): "uniform" U(+-1/sqrt(conv_size))
                       (nn.Conv1d's default, as in mamba_ssm); "zero" (transformers). The init options apply
                       to log-linear Mamba-2 too; the other mixers ignore them.
