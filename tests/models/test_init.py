@@ -26,12 +26,17 @@ def parameters(model: nn.Module) -> dict[str, torch.Tensor]:
     return dict(model.named_parameters())
 
 
+MAMBA2_INIT = dict(A_init="arange", in_proj_std=0.1, out_proj_init="fan_in_uniform", conv_bias_init="zero")
+"""Every Mamba-2 init option away from its default (Hugging Face transformers' rules)."""
+
+
+@pytest.mark.parametrize("options", [{}, MAMBA2_INIT], ids=["default", "mamba2_init_options"])
 @pytest.mark.parametrize("mixer", LOG_LINEAR)
-def test_every_common_parameter_starts_equal_to_the_base(tiny, mixer):
+def test_every_common_parameter_starts_equal_to_the_base(tiny, mixer, options):
     """Default lambda head: every parameter of the base model is in the log-linear model, bitwise equal;
     the log-linear model's other parameters are its lambda heads'."""
-    base = parameters(build_model(tiny(mixer=BASE_OF[mixer], **RICH), seed=11))
-    loglin = parameters(build_model(tiny(mixer=mixer, **RICH), seed=11))
+    base = parameters(build_model(tiny(mixer=BASE_OF[mixer], **RICH, **options), seed=11))
+    loglin = parameters(build_model(tiny(mixer=mixer, **RICH, **options), seed=11))
     for name, value in base.items():
         assert torch.equal(loglin.pop(name), value), name
     assert loglin and all(".mixer.lambda_head." in name for name in loglin)
@@ -75,6 +80,39 @@ def test_initial_distributions():
     assert 0.7 < spread < 1.3  # log-uniform, not all at one value
     for p in (mixer.D, mixer.norm.weight, model.norm.weight, mixer.lambda_head.param.scale):
         assert (p == 1).all()
+
+
+@pytest.mark.parametrize("mixer", ["mamba2", "log_linear_mamba2"])
+def test_the_mamba2_init_options(mixer):
+    """A = 1..H exactly; in_proj N(0, 0.1^2); out_proj U(+-1/sqrt(d_inner)); conv bias 0 (its weight unchanged);
+    a uniform range of one's own; and at the defaults the exact draws of before (uniform A, 0.02, conv bias)."""
+    common = dict(mixer=mixer, d_model=128, n_layers=1, vocab_size=512, max_len=64)
+    default = build_model(common, seed=0).blocks[0].mixer
+    mixer_ = build_model({**common, **MAMBA2_INIT}, seed=0).blocks[0].mixer
+    assert torch.equal(mixer_.A_log, torch.arange(1.0, mixer_.n_heads + 1).log())
+    assert abs(mixer_.in_proj.weight.std().item() / 0.1 - 1) < 0.05
+    bound = mixer_.out_proj.in_features**-0.5
+    weight = mixer_.out_proj.weight
+    assert weight.abs().max() <= bound and weight.abs().max() > 0.99 * bound
+    assert abs(weight.std().item() / (bound / math.sqrt(3)) - 1) < 0.05
+    assert not mixer_.conv.bias.any() and torch.equal(mixer_.conv.weight, default.conv.weight)
+    assert torch.equal(mixer_.dt_bias, default.dt_bias)
+    assert torch.allclose(mixer_.in_proj.weight / 5, default.in_proj.weight, rtol=1e-6, atol=0)  # the same draw
+    ranged = build_model({**common, "A_init_min": 0.5, "A_init_max": 0.5}, seed=0).blocks[0].mixer
+    assert torch.allclose(ranged.A_log.exp(), torch.full((ranged.n_heads,), 0.5))
+
+
+@pytest.mark.parametrize(
+    ("option", "match"),
+    [(dict(A_init="s4d"), r"A_init: unknown option 's4d'; valid: uniform, arange"),
+     (dict(out_proj_init="xavier"), r"out_proj_init: unknown option 'xavier'; valid: normal, fan_in_uniform"),
+     (dict(conv_bias_init="one"), r"conv_bias_init: unknown option 'one'; valid: uniform, zero"),
+     (dict(A_init_min=4.0, A_init_max=2.0), r"A_init_min=4.0 must be <= A_init_max=2.0"),
+     (dict(A_init_min=0.0), r"A_init_min"), (dict(in_proj_std=-0.1), r"in_proj_std")],
+)
+def test_bad_mamba2_init_options_are_refused(option, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(mixer="mamba2", **option)
 
 
 def test_a_module_without_a_rule_is_refused():

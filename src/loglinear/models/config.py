@@ -7,7 +7,9 @@ from dataclasses import dataclass, fields
 from loglinear.checks import check_float, check_int
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
-from loglinear.models.decay_init import DT_MIN
+from loglinear.models.decay_init import A_INITS, A_RANGE, DT_MIN
+from loglinear.models.init import INIT_STD
+from loglinear.models.layers import CONV_BIAS_INITS, LINEAR_INITS
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
 """Level-bias options of the lambda head (see `lambda_bias_init`)."""
@@ -79,9 +81,22 @@ class ModelConfig:
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
     dt_init_max:      Mamba-2 and Gated DeltaNet start with step sizes dt log-uniform from 1e-3 to this
-                      (0.1: Mamba's), and decay rates A in [1, 16], so the decay's log dt * A starts at
-                      most 1.6 * dt_init_max / 0.1. With `negative_eigenvalues` Mamba-2's alpha is
-                      negative only where dt * A > ln 2: a larger dt_init_max starts more heads there.
+                      (0.1: Mamba's), and decay rates A in [1, 16] (Mamba-2: at the default A_init), so
+                      the decay's log dt * A starts at most 1.6 * dt_init_max / 0.1. With
+                      `negative_eigenvalues` Mamba-2's alpha is negative only where dt * A > ln 2: a larger
+                      dt_init_max starts more heads there.
+    A_init:           Mamba-2's initial decay rates A = exp(A_log) per head (A_INITS): "uniform" in
+                      [A_init_min, A_init_max] (mamba_ssm's Mamba2: [1, 16]); "arange": A = 1, 2, ..., H
+                      (Hugging Face transformers' Mamba2Mixer, S4D-Real's rule over the heads).
+    A_init_min, A_init_max: the range of the "uniform" rule.
+    in_proj_std:      Mamba-2's input projection starts as N(0, in_proj_std^2) (0.02: zoology's rule for
+                      every linear layer; transformers' Mamba-2 uses its initializer_range, 0.1).
+    out_proj_init:    Mamba-2's output projection (LINEAR_INITS): "normal" N(0, 0.02^2) (zoology's rule);
+                      "fan_in_uniform" U(+-1/sqrt(d_inner)) (PyTorch's nn.Linear default, transformers;
+                      mamba_ssm's full model then divides it by sqrt(n_layers)).
+    conv_bias_init:   Mamba-2's short-convolution bias (CONV_BIAS_INITS): "uniform" U(+-1/sqrt(conv_size))
+                      (nn.Conv1d's default, as in mamba_ssm); "zero" (transformers). The init options apply
+                      to log-linear Mamba-2 too; the other mixers ignore them.
     rope_base:        RoPE base of attention.
     norm_eps:         epsilon of every RMSNorm.
     impl:             operator implementation of the linear mixers ("auto": Triton on CUDA, chunk on CPU).
@@ -114,6 +129,12 @@ class ModelConfig:
     scale_lambda: bool = True
     negative_eigenvalues: bool = False
     dt_init_max: float = 0.1
+    A_init: str = "uniform"
+    A_init_min: float = A_RANGE[0]
+    A_init_max: float = A_RANGE[1]
+    in_proj_std: float = INIT_STD
+    out_proj_init: str = "normal"
+    conv_bias_init: str = "uniform"
     rope_base: float = 10000.0
     norm_eps: float = 1e-5
     impl: str = "auto"
@@ -181,6 +202,17 @@ class ModelConfig:
         if not self.dt_init_max > DT_MIN:
             raise ValueError(
                 f"ModelConfig.dt_init_max must be > {DT_MIN} (the smallest initial dt), got {self.dt_init_max}"
+            )
+        for name, valid in (("A_init", A_INITS), ("out_proj_init", LINEAR_INITS), ("conv_bias_init", CONV_BIAS_INITS)):
+            if getattr(self, name) not in valid:
+                raise ValueError(
+                    f"ModelConfig.{name}: unknown option {getattr(self, name)!r}; valid: {', '.join(valid)}"
+                )
+        for name in ("A_init_min", "A_init_max", "in_proj_std"):
+            check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
+        if self.A_init_min > self.A_init_max:
+            raise ValueError(
+                f"ModelConfig.A_init_min={self.A_init_min} must be <= A_init_max={self.A_init_max} (the range of A)"
             )
         for name in ("norm_eps", "rope_base"):
             check_float(f"ModelConfig.{name}", getattr(self, name), above=0)

@@ -6,9 +6,10 @@ its `lambda_head` modules, so at the same seed the embedding, norms, projections
 dt_bias, D and LM head of the two start equal: the paired comparisons compare architectures, not draws.
 The global RNG plays no part.
 
-Rules: nn.Linear and nn.Embedding weights are N(0, INIT_STD^2) (biases zero); every other module that owns
-parameters has `init_parameters(generator)`, the same rule its constructor applies with torch's global
-generator (so a module built on its own is initialised too).
+Rules: a module with `init_parameters(generator)` applies its own (for most, the rule its constructor applies
+with torch's global generator, so a module built on its own is initialised too; layers.InitLinear, a linear
+layer with a rule of its own, keeps nn.Linear's constructor); other nn.Linear and nn.Embedding weights are
+N(0, INIT_STD^2) (biases zero).
 """
 
 from __future__ import annotations
@@ -39,12 +40,12 @@ def init_from_seed(model: nn.Module, seed: int) -> None:
             if next(module.parameters(recurse=False), None) is None:
                 continue
             generator = module_generator(seed, name)
-            if isinstance(module, (nn.Linear, nn.Embedding)):
+            if hasattr(module, "init_parameters"):
+                module.init_parameters(generator)
+            elif isinstance(module, (nn.Linear, nn.Embedding)):
                 module.weight.normal_(0.0, INIT_STD, generator=generator)
                 if isinstance(module, nn.Linear) and module.bias is not None:
                     module.bias.zero_()
-            elif hasattr(module, "init_parameters"):
-                module.init_parameters(generator)
             else:
                 kind = type(module).__name__
                 raise TypeError(f"{name or 'the model'} ({kind}) has parameters but no init_parameters")

@@ -6,6 +6,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from loglinear.models.init import INIT_STD
+
+LINEAR_INITS = ("normal", "fan_in_uniform")
+"""Rules of `InitLinear`: "normal" N(0, std^2); "fan_in_uniform" U(+-1/sqrt(fan_in)), PyTorch's nn.Linear default."""
+CONV_BIAS_INITS = ("uniform", "zero")
+"""Rules of `ShortConv`'s bias: "uniform" U(+-1/sqrt(k)), PyTorch's nn.Conv1d default (mamba_ssm); "zero"."""
+
 
 def _rms_normalise(x: Tensor, eps: float) -> Tensor:
     """x / sqrt(mean(x^2) + eps) over the last axis, computed in at least float32."""
@@ -83,12 +90,15 @@ class ShortConv(nn.Module):
     `forward` takes (B, T, C); `step` takes one token (B, C) and the last k-1 inputs (B, C, k-1).
     Not conv1d: on CPU it compiles a kernel per new shape (about a second in float64); the shifted
     products (with their own backward, `_CausalDepthwiseConv`) are as fast.
-    Weights and bias start uniform in +-1/sqrt(k) (PyTorch's Conv1d default for this fan-in).
+    Weights start uniform in +-1/sqrt(k) (PyTorch's Conv1d default for this fan-in), the bias too or at zero
+    (`bias_init`, CONV_BIAS_INITS).
     """
 
-    def __init__(self, channels: int, kernel_size: int, *, bias: bool) -> None:
+    def __init__(self, channels: int, kernel_size: int, *, bias: bool, bias_init: str = "uniform") -> None:
         super().__init__()
-        self.kernel_size = kernel_size
+        if bias_init not in CONV_BIAS_INITS:
+            raise ValueError(f"unknown conv bias init {bias_init!r}; valid: {', '.join(CONV_BIAS_INITS)}")
+        self.kernel_size, self.bias_init = kernel_size, bias_init
         self.weight = nn.Parameter(torch.empty(channels, kernel_size))
         self.bias = nn.Parameter(torch.empty(channels)) if bias else None
         self.init_parameters()
@@ -96,9 +106,12 @@ class ShortConv(nn.Module):
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         bound = self.kernel_size**-0.5
         with torch.no_grad():
-            for p in (self.weight, self.bias):
-                if p is not None:
-                    p.uniform_(-bound, bound, generator=generator)
+            self.weight.uniform_(-bound, bound, generator=generator)
+            if self.bias is not None:
+                if self.bias_init == "zero":
+                    self.bias.zero_()
+                else:
+                    self.bias.uniform_(-bound, bound, generator=generator)
 
     def _activate(self, y: Tensor) -> Tensor:
         return F.silu(y if self.bias is None else y + self.bias)
@@ -112,6 +125,26 @@ class ShortConv(nn.Module):
     def step(self, x_t: Tensor, state: Tensor) -> tuple[Tensor, Tensor]:
         window = torch.cat([state, x_t[..., None]], dim=-1)  # (B, C, k)
         return self._activate((window * self.weight).sum(-1)), window[..., 1:]
+
+
+class InitLinear(nn.Linear):
+    """A bias-free nn.Linear whose seeded initialisation (models/init.py) follows `rule` (LINEAR_INITS) rather
+    than the N(0, INIT_STD^2) of a plain nn.Linear. Its constructor keeps nn.Linear's own draw, so building one
+    consumes the global RNG exactly as a plain nn.Linear does."""
+
+    def __init__(self, in_features: int, out_features: int, *, rule: str = "normal", std: float = INIT_STD) -> None:
+        if rule not in LINEAR_INITS:
+            raise ValueError(f"unknown linear init {rule!r}; valid: {', '.join(LINEAR_INITS)}")
+        super().__init__(in_features, out_features, bias=False)
+        self.rule, self.std = rule, std
+
+    def init_parameters(self, generator: torch.Generator | None = None) -> None:
+        with torch.no_grad():
+            if self.rule == "normal":
+                self.weight.normal_(0.0, self.std, generator=generator)
+            else:
+                bound = self.in_features**-0.5
+                self.weight.uniform_(-bound, bound, generator=generator)
 
 
 def apply_rope(x: Tensor, positions: Tensor, base: float) -> Tensor:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from loglinear.checks import check_int
 from loglinear.kernels import (
@@ -29,8 +29,9 @@ from loglinear.kernels import (
     run_impl,
     value_checks,
 )
+from loglinear.models.init import INIT_STD
 from loglinear.models.lambda_params import LambdaHead
-from loglinear.models.layers import ShortConv
+from loglinear.models.layers import InitLinear, ShortConv
 from loglinear.models.mixer import Mixer
 from loglinear.models.signed_decay import apply_sign_prefix
 from loglinear.models.transition_counts import TransitionCounts, negative_eigenvalue
@@ -82,6 +83,7 @@ class LinearAttentionMixer(Mixer):
     def __init__(
         self, cfg: ModelConfig, *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
         rest_widths: list[int], conv_bias: bool, signed_decay: bool, lambda_head: LambdaHead | None,
+        in_proj_std: float = INIT_STD, conv_bias_init: str = "uniform",
     ) -> None:
         super().__init__(cfg)
         self.n_heads, self.key_dim, self.value_dim = n_heads, key_dim, value_dim
@@ -90,8 +92,8 @@ class LinearAttentionMixer(Mixer):
         self.choices: list[Choice] = []  # the implementations this mixer ran in this process, with their verdicts
         self.lambda_head = lambda_head
         self.widths = [conv_width, *rest_widths]
-        self.in_proj = nn.Linear(cfg.d_model, sum(self.widths), bias=False)
-        self.conv = ShortConv(conv_width, cfg.conv_size, bias=conv_bias)
+        self.in_proj = InitLinear(cfg.d_model, sum(self.widths), std=in_proj_std)
+        self.conv = ShortConv(conv_width, cfg.conv_size, bias=conv_bias, bias_init=conv_bias_init)
         self.transition_counts: TransitionCounts | None = None
 
     def count_transitions(self, on: bool) -> None:

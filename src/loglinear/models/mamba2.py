@@ -10,7 +10,7 @@ from torch import Tensor, nn
 
 from loglinear.models.decay_init import initial_A_log, initial_dt_bias
 from loglinear.models.lambda_params import LambdaHead
-from loglinear.models.layers import GatedRMSNorm
+from loglinear.models.layers import GatedRMSNorm, InitLinear
 from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
 from loglinear.models.signed_decay import signed_log_decay
 
@@ -28,6 +28,7 @@ class Mamba2(LinearAttentionMixer):
     The recurrence is the operator with q = C, k = B, v = x * dt, g = dt * A (docs/operator.md). With
     `negative_eigenvalues` the decay is the signed alpha = 2 exp(dt * A) - 1 in (-1, 1] (see
     signed_decay.py). A `lambda_head` (log_linear_mamba2) computes dl from u with a projection of its own.
+    The initial A, the projections' scales and the conv bias follow the config's init options (docs/runs.md).
     """
 
     name, display_name = "mamba2", "Mamba-2"
@@ -38,19 +39,21 @@ class Mamba2(LinearAttentionMixer):
         super().__init__(
             cfg, n_heads=H, key_dim=N, value_dim=cfg.head_dim, conv_width=self.d_inner + 2 * N,
             rest_widths=[self.d_inner, H], conv_bias=True, signed_decay=cfg.negative_eigenvalues,
-            lambda_head=lambda_head,
+            lambda_head=lambda_head, in_proj_std=cfg.in_proj_std, conv_bias_init=cfg.conv_bias_init,
         )
         self.dt_init_max = cfg.dt_init_max
+        self.A_init, self.A_init_range = cfg.A_init, (cfg.A_init_min, cfg.A_init_max)
         self.dt_bias, self.A_log, self.D = (nn.Parameter(torch.empty(H)) for _ in range(3))
         self.init_parameters()
         self.norm = GatedRMSNorm(self.d_inner, cfg.norm_eps, norm_before_gate=False)
-        self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
+        self.out_proj = InitLinear(self.d_inner, cfg.d_model, rule=cfg.out_proj_init)
 
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
-        """The mixer's own parameters (its submodules have their own): dt_bias, A_log as in Mamba-2, D = 1."""
+        """The mixer's own parameters (its submodules have their own): dt_bias as in Mamba-2, A_log by the
+        config's rule, D = 1."""
         with torch.no_grad():
             self.dt_bias.copy_(initial_dt_bias(self.n_heads, self.dt_init_max, generator))
-            self.A_log.copy_(initial_A_log(self.n_heads, generator))
+            self.A_log.copy_(initial_A_log(self.n_heads, generator, rule=self.A_init, a_range=self.A_init_range))
             self.D.fill_(1.0)
 
     @classmethod

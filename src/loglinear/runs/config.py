@@ -44,7 +44,12 @@ ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck")
 """Config keys that do not change what a run computes, so they are not part of its identity (its id, and what a
 rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
 agent), whether the fused kernels check themselves first (result.json records what ran)."""
-ID_OMITTED_AT_DEFAULT: dict[str, Any] = {"model.deltanet_key_dim": None}
+ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
+    f"model.{f.name}": f.default
+    for f in dataclasses.fields(ModelConfig)
+    if f.name in ("deltanet_key_dim", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
+                  "conv_bias_init")
+}
 """Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
 their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
 ID_LENGTH = 10
