@@ -74,7 +74,7 @@ def test_the_runner_expands_stage_two_from_the_selection_runs_alone(tmp_path, mo
     assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
     assert started == [["selection"] * 4, ["confirmation"] * 3]
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["protocol"] == PROTOCOL
+    assert manifest["protocol"] == {**PROTOCOL, "extensions": 2}
     stages = [(e["stage"], e["point"]["train.lr"], e["point"]["train.seed"]) for e in manifest["runs"]]
     assert stages[4:] == [("confirmation", 1.0e-3, s) for s in (2, 3, 4)]
     assert not {r.run_id for r in planted} & {e["id"] for e in manifest["runs"]}
