@@ -184,12 +184,16 @@ def sweep_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from loglinear.runs.folder import FINISHED
     from loglinear.sweeps.manifest import default_out, write_manifest
+    from loglinear.sweeps.power import check_design
     from loglinear.sweeps.progress import ELSEWHERE
     from loglinear.sweeps.spec import expand, load_spec
 
     if args.runs_per_gpu is not None and args.launcher != "local":
         raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
     spec = load_spec(args.spec)
+    design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
+    if design is not None:
+        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
     out = out_folder(args.out) if args.out else default_out(spec)
     if args.dry_run:
