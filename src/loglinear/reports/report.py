@@ -94,6 +94,14 @@ PAIRED_NOTE = (
     "adjusted p <= {alpha:g}."
 )
 
+EDGE_NOTE = (
+    "`at the lowest edge` / `at the highest edge`: the pick is the smallest or largest learning rate its cell "
+    "compared, so the grid may not hold the cell's optimum. Under the two-stage protocol such a cell got further "
+    "rates beyond that edge on the selection seeds (up to `protocol.extensions`) before confirmation: a mark left "
+    "here is a pick still at an edge after them, and the two sides of a comparison may then have compared different "
+    "numbers of rates (each by the same rule; the comparisons list both)."
+)
+
 EQUAL_STATE_NOTE = (
     "Each log-linear model against the base model of its d_model whose state is the smallest at least as large "
     "(numbers its decoder holds per sequence over all layers at the longest test length; `mqar_frontier.png` "
@@ -190,7 +198,8 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
               _pivot(sweep, cells, lambda c: format_steps(c, report.threshold)),
               f"## Test accuracy of the runs above {pct}%\n",
               _pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
-              "## Selected learning rate of each cell (of how many)\n", _pivot(sweep, cells, format_config)]
+              "## Selected learning rate of each cell (of how many)\n", _pivot(sweep, cells, format_config),
+              EDGE_NOTE]
     lengths = length_table(sweep, cells)
     if lengths:
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE.format(pct=pct)]
@@ -256,7 +265,8 @@ def format_given_solved(cell: Cell, threshold: float) -> str:
 def format_config(cell: Cell) -> str:
     if cell.lr is None:
         return "-"
-    return f"{cell.lr:.3g} (of {cell.candidates})"
+    edge = "" if cell.edge is None else f", at the {cell.edge} edge"
+    return f"{cell.lr:.3g} (of {cell.candidates}{edge})"
 
 
 def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]) -> str:
