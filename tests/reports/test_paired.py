@@ -295,3 +295,12 @@ def test_a_plateau_primary_without_a_plateau_threshold_is_an_error(tmp_path):
     primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "escaped"}
     with pytest.raises(ValueError, match="report.plateau"):
         write_report(outcome_sweep(tmp_path, primary=primary))
+
+
+def test_a_report_whose_only_test_is_the_primary_says_there_is_no_secondary(tmp_path):
+    entries = [run_entry("mamba2", 16, 1e-3, 0, finished(0.5)), run_entry("log_linear_mamba2", 16, 1e-3, 0,
+                                                                           finished(0.995))]
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "solved"}
+    report = write_report(make_sweep(tmp_path, entries, report={"threshold": 0.99, "primary": primary}))
+    assert "discordant pairs 1 vs 0 of 1, p=1.000, alpha 0.05: not significant." in report.table
+    assert report.table.rstrip().endswith("The primary test is the report's only test: there is no secondary one.")

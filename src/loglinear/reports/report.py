@@ -329,6 +329,8 @@ def holm_summary(family: Family) -> str:
     if not family:
         return "No comparison has a pair of runs (the reasons are above), so there is nothing to test."
     secondaries = family.secondaries
+    if not secondaries:
+        return "The primary test is the report's only test: there is no secondary one."
     survivors = [r for r in secondaries if r.survives]
     found = "; ".join(f"{r.pairing.name}: {r.test}" for r in survivors)
     return (f"Of the {len(secondaries)} secondary tests of this report, {len(survivors)} survive Holm at "
