@@ -184,12 +184,16 @@ def sweep_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from loglinear.runs.folder import FINISHED
     from loglinear.sweeps.manifest import default_out, write_manifest
+    from loglinear.sweeps.power import check_design
     from loglinear.sweeps.progress import ELSEWHERE
     from loglinear.sweeps.spec import expand, load_spec
 
     if args.runs_per_gpu is not None and args.launcher != "local":
         raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
     spec = load_spec(args.spec)
+    design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
+    if design is not None:
+        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
     out = out_folder(args.out) if args.out else default_out(spec)
     if args.dry_run:
@@ -233,16 +237,45 @@ def _launch(args: argparse.Namespace, name: str, runs: list[Run], out: Path) -> 
 
 def _confirm(args: argparse.Namespace, spec: SweepSpec, runs: list[Run], out: Path,
              first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
-    """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over), add
-    the chosen configurations on the confirmation seeds to the manifest and run them."""
+    """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over, with
+    its extensions beyond the grid's edges), add the chosen configurations on the confirmation seeds to the manifest
+    and run them."""
     from loglinear.reports.results import load_sweep, selected_points
     from loglinear.sweeps.manifest import write_manifest
     from loglinear.sweeps.spec import confirmation_points, expand
 
+    runs, first = _extend(args, spec, runs, out, first)
+    if first.interrupted:
+        return runs, first
     confirmation = expand(spec, confirmation_points(spec, selected_points(load_sweep(out))))
     write_manifest(out, spec, [*runs, *confirmation])
     second = _launch(args, f"{spec.name} confirmation", confirmation, out)
     return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted)
+
+
+def _extend(args: argparse.Namespace, spec: SweepSpec, runs: list[Run], out: Path,
+            first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
+    """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
+    rate beyond it on the selection seeds (sweeps/extension.py). Rerunning the sweep makes the same decisions from
+    the same results, so it resumes here too."""
+    from loglinear.reports.results import edge_picks, load_sweep
+    from loglinear.sweeps.extension import extension_points
+    from loglinear.sweeps.manifest import write_manifest
+    from loglinear.sweeps.spec import expand
+
+    assert spec.protocol is not None
+    for round_ in range(1, spec.protocol.extensions + 1):
+        known = {r.run_id for r in runs}
+        extra = [r for r in expand(spec, extension_points(spec, edge_picks(load_sweep(out)))) if r.run_id not in known]
+        if not extra:
+            break
+        runs = [*runs, *extra]
+        write_manifest(out, spec, runs)
+        outcome = _launch(args, f"{spec.name} grid extension {round_}", extra, out)
+        first = SweepOutcome({**first.statuses, **outcome.statuses}, outcome.interrupted)
+        if outcome.interrupted:
+            break
+    return runs, first
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -316,9 +349,11 @@ def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
     for run, status in zip(runs, statuses, strict=True):
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
     if spec.protocol is not None:
-        print(f"then, once these selection runs are done: each cell's selected learning rate on the confirmation "
-              f"seeds {', '.join(map(str, spec.protocol.confirmation_seeds))} "
-              f"({planned_runs(spec) - len(runs)} runs more)")
+        seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
+        print(f"then, once these selection runs are done: for each cell whose pick sits at an edge of its learning "
+              f"rates, up to {spec.protocol.extensions} more beyond it on the selection seeds; then each cell's "
+              f"selected learning rate on the confirmation seeds {seeds} "
+              f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
 
 
 INSPECT_HELP = """\

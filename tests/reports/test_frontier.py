@@ -119,4 +119,6 @@ def test_a_two_stage_sweep_compares_equal_states_on_its_confirmation_seeds(tmp_p
     mean = sum(100 * (a - b) for a, b in zip(LL_TEST, BIG_TEST, strict=True)) / 3
     assert "**Primary** " in section and f"accuracy (paired t, continuous) +{mean:.1f} points [" in section
     assert "better on 2 of 3 seeds" in section
-    assert "Primary (" in report.table and "accuracy): " in report.table
+    assert "**Primary comparison** (declared before the runs, tested alone at alpha 0.05): Log-Linear Mamba-2 " \
+           "(state_dim=16; state 8,576) \u2212 Mamba-2 (state_dim=112; state 8,704) (state_dim=16, d_model=16): " \
+           "paired t on test accuracy, t=1.25 (2 df), p=0.339, alpha 0.05: not significant." in report.table

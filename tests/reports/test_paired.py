@@ -9,9 +9,11 @@ import math
 
 import pytest
 
-from loglinear.reports.paired import COLUMNS
+from loglinear.reports.paired import COLUMNS, Pairing, holm_family
+from loglinear.reports.primary import primary_line
 from loglinear.reports.report import write_report
 from loglinear.reports.statistics import Event, holm, logrank, mcnemar_exact
+from loglinear.sweeps.protocol import Primary
 
 from .report_helpers import finished, make_sweep, run_entry, section_rows, table_rows
 from .report_helpers import row as row_of
@@ -112,7 +114,7 @@ def outcome_sweep(folder, primary=None, plateau=None):
     return make_sweep(folder, entries, report=report)
 
 
-def test_mcnemar_logrank_and_holm_over_every_test_of_the_report(tmp_path):
+def test_the_primary_alone_at_alpha_and_holm_over_the_secondaries(tmp_path):
     primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "solved",
                "cell": "d_model=16"}
     report = write_report(outcome_sweep(tmp_path, primary=primary, plateau=0.5))
@@ -127,21 +129,57 @@ def test_mcnemar_logrank_and_holm_over_every_test_of_the_report(tmp_path):
     assert float(gdn["p_steps"]) == pytest.approx(logrank(gdn_times, gdn_base_times), abs=1e-6)
     assert mamba["p_steps"] == ""  # no metrics.csv: no time to the threshold
     assert (mamba["only_mixer_solved"], mamba["only_baseline_solved"], mamba["p_solved"]) == ("0", "0", "1.0")
-    # every p-value of the report is in one Holm family: solved, escaped, steps, accuracy of GDN; solved, escaped,
-    # accuracy of Mamba-2 (identical outcomes: differences all 0, p = 1)
-    family = [float(gdn[f"p_{t}"]) for t in ("solved", "escaped", "steps", "accuracy")]
+    # the primary (GDN solved) is tested alone: no Holm value; the 6 secondaries form the Holm family: escaped,
+    # steps, accuracy of GDN; solved, escaped, accuracy of Mamba-2 (identical outcomes: differences all 0, p = 1)
+    assert gdn["holm_solved"] == ""
+    family = [float(gdn[f"p_{t}"]) for t in ("escaped", "steps", "accuracy")]
     family += [float(mamba[f"p_{t}"]) for t in ("solved", "escaped", "accuracy")]
     adjusted = holm(family)
-    assert float(gdn["holm_solved"]) == pytest.approx(adjusted[0], abs=1e-6)
-    assert float(gdn["holm_steps"]) == pytest.approx(adjusted[2], abs=1e-6)
+    assert float(gdn["holm_steps"]) == pytest.approx(adjusted[1], abs=1e-5)  # from rounded p-values
+    assert float(mamba["holm_solved"]) == pytest.approx(adjusted[3], abs=1e-6)
     assert (gdn["primary"], mamba["primary"]) == ("solved", "")
     lines = report.table.split("## Paired comparisons")[1]
     assert "- **Primary** d_model=16: Log-Linear Gated DeltaNet \u2212 Gated DeltaNet (learning rates 1 vs 1)" in lines
-    assert "solved 5/5 vs 0/5 (discordant 5 vs 0), McNemar p=0.062 (Holm " in lines
+    assert "solved 5/5 vs 0/5 (discordant 5 vs 0), McNemar p=0.062 (primary, alone at alpha 0.05: not significant)" \
+        in lines
+    assert ("**Primary comparison** (declared before the runs, tested alone at alpha 0.05): Log-Linear Gated DeltaNet "
+            "\u2212 Gated DeltaNet (d_model=16): exact McNemar on solved, discordant pairs 5 vs 0 of 5, p=0.062, alpha "
+            "0.05: not significant.") in lines
     survivors = [p for p, a in zip(family, adjusted, strict=True) if a <= 0.05]
     summary = report.table.rstrip().splitlines()[-1]
-    assert summary.startswith(f"Of the 7 tests of this report, {len(survivors)} survive Holm at 5%")
-    assert "Primary (Log-Linear Gated DeltaNet \u2212 Gated DeltaNet (d_model=16): solved): does not survive" in summary
+    assert summary.startswith(f"Of the 6 secondary tests of this report, {len(survivors)} survive Holm at 0.05")
+
+
+def test_a_primary_below_alpha_alone_is_significant_where_holm_over_everything_would_not_be():
+    """8 seeds, the mixer solves every one and the baseline none: McNemar p = 2 * 0.5^8 = 0.0078, significant on
+    its own, though Holm over every test of the report (its own accuracy test, p = 0, then 14 tests of 7 comparisons
+    without a difference) would multiply it by 15, above 0.05."""
+    primary = pairing("d_model=16", {s: (1.0, 0.0) for s in range(8)})
+    others = [pairing(f"d_model={d}", {s: (0.5, 0.5) for s in range(8)}) for d in range(7)]
+    family = holm_family([primary, *others], Primary("log_linear_mamba2", "mamba2", "solved", cell="d_model=16"))
+    chosen = family.primary
+    assert chosen is not None and chosen.pairing is primary and chosen.test == "solved"
+    assert chosen.p == pytest.approx(2 * 0.5**8) and chosen.adjusted is None and chosen.survives
+    assert holm([r.p for r in family])[family.index(chosen)] > 0.05
+    assert len(family.secondaries) == len(family) - 1 == 15
+    assert all(r.adjusted is not None and r.survives == (r.pairing is primary) for r in family.secondaries)
+    assert primary_line(family, declared=True).endswith(
+        "exact McNemar on solved, discordant pairs 8 vs 0 of 8, p=0.008, alpha 0.05: significant.")
+
+
+def pairing(cell, pairs):
+    return Pairing(cell, "log_linear_mamba2", "mamba2", "Log-Linear Mamba-2", "Mamba-2", 0.99, pairs=pairs)
+
+
+def test_the_steps_primary_line_names_the_log_rank_statistic(tmp_path):
+    primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "steps",
+               "cell": "d_model=16"}
+    report = write_report(outcome_sweep(tmp_path, primary=primary, plateau=0.5))
+    gdn = {p["mixer"]: p for p in read_csv(tmp_path / "paired.csv")}["log_linear_gated_deltanet"]
+    assert gdn["holm_steps"] == "" and gdn["primary"] == "steps"
+    line = next(x for x in report.table.splitlines() if x.startswith("**Primary comparison**"))
+    assert "log-rank on the steps to the threshold, log-rank z=" in line and "(5 vs 5 runs)" in line
+    assert line.endswith(f"p={float(gdn['p_steps']):.3f}, alpha 0.05: significant.")
 
 
 def test_a_primary_comparison_that_is_not_in_the_report_is_an_error(tmp_path):
@@ -212,7 +250,7 @@ def test_one_shared_seed_has_no_interval(tmp_path):
                run_entry("log_linear_mamba2", 16, 1e-3, 0, finished(0.7))]
     report = write_report(make_sweep(tmp_path, entries))
     assert "accuracy +20.0 points, one pair (no interval)" in report.table
-    assert report.table.rstrip().splitlines()[-1].startswith("Of the 1 tests of this report, 0 survive Holm")
+    assert report.table.rstrip().splitlines()[-1].startswith("Of the 1 secondary tests of this report, 0 survive Holm")
 
 
 def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(tmp_path):
@@ -246,9 +284,10 @@ def test_a_primary_test_the_runs_cannot_give_is_reported_untested_not_an_error(t
     log-rank test has no event, so the report says the primary was not tested, and why."""
     primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "steps"}
     report = write_report(outcome_sweep(tmp_path, primary=primary))
-    summary = report.table.rstrip().splitlines()[-1]
-    assert "Primary (Log-Linear Mamba-2 \u2212 Mamba-2 (d_model=16): steps: no run of either side reached" in summary
-    assert summary.endswith("not tested.")
+    line = next(x for x in report.table.splitlines() if x.startswith("**Primary comparison**"))
+    assert "tested alone at alpha 0.05): Log-Linear Mamba-2 \u2212 Mamba-2 (d_model=16): steps: no run of either " \
+           "side reached" in line
+    assert line.endswith("not tested.")
     assert all(p["primary"] == "" for p in read_csv(tmp_path / "paired.csv"))
 
 
@@ -256,3 +295,12 @@ def test_a_plateau_primary_without_a_plateau_threshold_is_an_error(tmp_path):
     primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "escaped"}
     with pytest.raises(ValueError, match="report.plateau"):
         write_report(outcome_sweep(tmp_path, primary=primary))
+
+
+def test_a_report_whose_only_test_is_the_primary_says_there_is_no_secondary(tmp_path):
+    entries = [run_entry("mamba2", 16, 1e-3, 0, finished(0.5)), run_entry("log_linear_mamba2", 16, 1e-3, 0,
+                                                                           finished(0.995))]
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "solved"}
+    report = write_report(make_sweep(tmp_path, entries, report={"threshold": 0.99, "primary": primary}))
+    assert "discordant pairs 1 vs 0 of 1, p=1.000, alpha 0.05: not significant." in report.table
+    assert report.table.rstrip().endswith("The primary test is the report's only test: there is no secondary one.")

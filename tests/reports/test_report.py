@@ -51,8 +51,8 @@ def test_paper_table_means_stds_best_lr_and_solved_cells(tmp_path):
     # 99.5, 99.6, 99.7: half-width t(0.975, 2) 0.1 / sqrt 3 = 0.25
     assert row(given, "Transformer")[1] == "99.6 [99.4, 99.8] (n=3)"
     configs = section_rows(report.table, "Selected learning rate")
-    assert row(configs, "Transformer") == ["0.001 (of 2)", "0.01 (of 2)"]
-    assert row(configs, "Mamba-2") == ["0.001 (of 2)", "0.001 (of 2)"]
+    assert row(configs, "Transformer") == ["0.001 (of 2, at the lowest edge)", "0.01 (of 2, at the highest edge)"]
+    assert row(configs, "Mamba-2") == ["0.001 (of 2, at the lowest edge)", "0.001 (of 2, at the lowest edge)"]
     assert report.table.splitlines()[2].startswith("Single-stage protocol")
 
 
@@ -74,9 +74,9 @@ def test_selection_uses_validation_and_reports_test(tmp_path):
     assert row(accuracy, "Log-Linear Mamba-2", "softplus") == ["90.0 (0.0)"]
     assert row(accuracy, "Log-Linear Mamba-2", "sigmoid") == ["30.0 (0.0)"]
     configs = section_rows(report.table, "Selected learning rate")
-    assert row(configs, "Mamba-2", "-") == ["0.001 (of 2)"]
-    assert row(configs, "Log-Linear Mamba-2", "softplus") == ["0.001 (of 2)"]
-    assert row(configs, "Log-Linear Mamba-2", "sigmoid") == ["0.01 (of 2)"]
+    assert row(configs, "Mamba-2", "-") == ["0.001 (of 2, at the lowest edge)"]
+    assert row(configs, "Log-Linear Mamba-2", "softplus") == ["0.001 (of 2, at the lowest edge)"]
+    assert row(configs, "Log-Linear Mamba-2", "sigmoid") == ["0.01 (of 2, at the highest edge)"]
 
 
 def curve_to(steps: int | None, budget: int = 500) -> list[tuple[int, float]]:

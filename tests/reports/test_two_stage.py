@@ -34,7 +34,7 @@ def planted_sweep(folder):
 def test_the_report_selects_on_selection_seeds_and_reports_confirmation_seeds(tmp_path):
     report = write_report(planted_sweep(tmp_path))
     assert row(table_rows(report.table, 0), "Mamba-2") == ["70.0 (0.0)"]  # the confirmation runs at 1e-3
-    assert row(section_rows(report.table, "Selected learning rate"), "Mamba-2") == ["0.001 (of 2)"]
+    assert row(section_rows(report.table, "Selected learning rate"), "Mamba-2") == ["0.001 (of 2, at the lowest edge)"]
     assert row(section_rows(report.table, "Solve rate"), "Mamba-2") == ["0/3 [0, 56]"]
     assert report.table.splitlines()[2].startswith("Two-stage protocol: each cell's learning rate is selected on "
                                                    "the validation accuracy of the selection seeds (0, 1)")
@@ -42,11 +42,11 @@ def test_the_report_selects_on_selection_seeds_and_reports_confirmation_seeds(tm
     assert [(p["train.lr"], p["train.seed"]) for p in points] == [(1e-3, 0)]
 
 
-def two_stage_spec(folder):
+def two_stage_spec(folder, extensions=0):
     spec = {"name": "two", "base": {"data.task": "mqar", "data.task_args": {"vocab_size": 16, "seq_len": 8,
                                                                             "num_kv_pairs": 1},
                                     "model.mixer": "mamba2", "model.d_model": 16, "logger.wandb.mode": "disabled"},
-            "grid": {"train.lr": [1.0e-3, 1.0e-2]}, "protocol": PROTOCOL}
+            "grid": {"train.lr": [1.0e-3, 1.0e-2]}, "protocol": {**PROTOCOL, "extensions": extensions}}
     path = folder / "two.yaml"
     path.write_text(json.dumps(spec))
     return path
@@ -74,7 +74,7 @@ def test_the_runner_expands_stage_two_from_the_selection_runs_alone(tmp_path, mo
     assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
     assert started == [["selection"] * 4, ["confirmation"] * 3]
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["protocol"] == PROTOCOL
+    assert manifest["protocol"] == {**PROTOCOL, "extensions": 0}
     stages = [(e["stage"], e["point"]["train.lr"], e["point"]["train.seed"]) for e in manifest["runs"]]
     assert stages[4:] == [("confirmation", 1.0e-3, s) for s in (2, 3, 4)]
     assert not {r.run_id for r in planted} & {e["id"] for e in manifest["runs"]}
@@ -82,3 +82,44 @@ def test_the_runner_expands_stage_two_from_the_selection_runs_alone(tmp_path, mo
     assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
     assert started[2:] == [[], []]
     assert json.loads((out / MANIFEST).read_text())["runs"] == manifest["runs"]
+
+
+VALIDATION = {1.0e-3: 0.3, 1.0e-2: 0.5, 1.0e-1: 0.8, 1.0: 0.6}
+"""A cell whose optimum, 1e-1, lies a step beyond its grid {1e-3, 1e-2} (ratio 10)."""
+
+
+def extending_stand_in(started):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None):
+        todo = [r for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
+        started.append([(r.stage, r.point["train.lr"]) for r in todo])
+        for r in todo:
+            write_json_atomic(out / RUNS / r.run_id / "result.json", finished(VALIDATION[r.point["train.lr"]]))
+        return SweepOutcome({r.run_id: "max_steps" for r in runs})
+    return train_stand_in
+
+
+def test_a_pick_at_the_grid_edge_extends_the_grid_until_interior_then_confirms(tmp_path, monkeypatch):
+    path, out = two_stage_spec(tmp_path, extensions=2), tmp_path / "out"
+    started: list[list[tuple[str, float]]] = []
+    monkeypatch.setattr(runner, "run_local", extending_stand_in(started))
+    assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    selection = [("selection", lr) for lr in (1.0e-3, 1.0e-2) for _ in (0, 1)]
+    assert started == [selection, [("selection", 1.0e-1)] * 2, [("selection", 1.0)] * 2,
+                       [("confirmation", 1.0e-1)] * 3]
+    table = (out / "table.md").read_text()
+    assert row(section_rows(table, "Selected learning rate"), "Mamba-2") == ["0.1 (of 4)"]
+    # resumable: the same decisions from the same results, nothing trained again, the same manifest
+    manifest = json.loads((out / MANIFEST).read_text())["runs"]
+    assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert started[4:] == [[], [], [], []]
+    assert json.loads((out / MANIFEST).read_text())["runs"] == manifest
+
+
+def test_a_pick_still_at_an_edge_after_the_extensions_is_marked(tmp_path, monkeypatch):
+    path, out = two_stage_spec(tmp_path, extensions=1), tmp_path / "out"
+    started: list[list[tuple[str, float]]] = []
+    monkeypatch.setattr(runner, "run_local", extending_stand_in(started))
+    assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert started[1:] == [[("selection", 1.0e-1)] * 2, [("confirmation", 1.0e-1)] * 3]
+    table = (out / "table.md").read_text()
+    assert row(section_rows(table, "Selected learning rate"), "Mamba-2") == ["0.1 (of 3, at the highest edge)"]

@@ -13,7 +13,8 @@ Each comparison has up to four tests (`sweeps.protocol.TESTS`, statistics in `st
 - steps: log-rank on the steps to the threshold on validation (every run of each side, censored at its end);
 - accuracy: Student's t interval of the paired differences of test accuracy, which treats accuracy as a
   continuous, roughly normal outcome (bimodal runs break that: read the three others first).
-`holm_family` adjusts every p-value of a report together and marks the primary comparison the spec declares.
+`holm_family` marks the primary comparison the spec declares, tested alone at ALPHA, and adjusts every other
+p-value of a report (the secondaries) together with Holm's method.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ class Pairing:
         }
         for test in ("solved", "escaped", "steps", "accuracy"):
             row[f"p_{test}"] = _round(tests.get(test))
-            row[f"holm_{test}"] = _round(mine[test].adjusted) if test in mine else None
+            row[f"holm_{test}"] = _round(mine[test].adjusted) if test in mine else None  # the primary: none
         return row
 
     @property
@@ -152,17 +153,19 @@ class Pairing:
 
 @dataclass
 class TestResult:
-    """One test of one comparison, with its Holm-adjusted p-value over the report's family."""
+    """One test of one comparison. The primary one is tested alone at ALPHA (`adjusted` None); every other one,
+    a secondary, has its Holm-adjusted p-value over the report's secondaries."""
 
     pairing: Pairing
     test: str
     p: float
-    adjusted: float = 1.0
+    adjusted: float | None = 1.0
     primary: bool = False
 
     @property
     def survives(self) -> bool:
-        return self.adjusted <= ALPHA
+        """The primary: p <= ALPHA on its own; a secondary: Holm-adjusted p <= ALPHA."""
+        return (self.p if self.adjusted is None else self.adjusted) <= ALPHA
 
 
 class Family(list):
@@ -171,16 +174,22 @@ class Family(list):
 
     untested_primary: str | None = None
 
+    @property
+    def secondaries(self) -> list[TestResult]:
+        return [r for r in self if not r.primary]
+
+    @property
+    def primary(self) -> TestResult | None:
+        return next((r for r in self if r.primary), None)
+
 
 def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> Family:
-    """Every test of every comparison, Holm-adjusted together; the primary one marked. A declared primary that
-    matches no comparison, or several, or asks for the plateau test without a plateau threshold, is a ConfigError
-    naming the comparisons there are; one whose test the runs cannot give (no run reached the threshold, fewer
-    than two pairs) is reported as untested, never dropped."""
+    """Every test of every comparison: the primary one (declared in advance) tested alone at ALPHA, the others
+    Holm-adjusted together. A declared primary that matches no comparison, or several, or asks for the plateau
+    test without a plateau threshold, is a ConfigError naming the comparisons there are; one whose test the runs
+    cannot give (no run reached the threshold, fewer than two pairs) is reported as untested, never dropped."""
     pairings = list(pairings)
     results = Family(TestResult(p, test, value) for p in pairings for test, value in p.tests().items())
-    for result, adjusted in zip(results, holm([r.p for r in results]), strict=True):
-        result.adjusted = adjusted
     if primary is not None:
         matching = [p for p in pairings if p.matches(primary)]
         if len(matching) != 1 or (primary.test == "escaped" and matching[0].plateau is None):
@@ -189,9 +198,12 @@ def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> Family:
                               f"{there or 'none'}; the escaped test needs report.plateau)")
         chosen = [r for r in results if r.pairing is matching[0] and r.test == primary.test]
         if chosen:
-            chosen[0].primary = True
+            chosen[0].primary, chosen[0].adjusted = True, None
         else:
             results.untested_primary = f"{matching[0].name}: {primary.test}: {_untested(matching[0], primary.test)}"
+    secondaries = results.secondaries
+    for result, adjusted in zip(secondaries, holm([r.p for r in secondaries]), strict=True):
+        result.adjusted = adjusted
     return results
 
 

@@ -2,12 +2,15 @@
 
 Each plot uses, per table cell, the runs the cell reports (at its learning rate selected on validation, see
 `results`), except `acc_vs_lr.png`, which shows every learning rate of the selection; a plot whose data the
-sweep does not have is skipped, with the reason.
+sweep does not have is skipped, with the reason. Outcomes are often bimodal (a run stays on a plateau or solves
+the task), so every outcome plot draws each seed as a point, spread sideways so equal values stay visible, with
+the median as a line: never a mean with an error bar, which draws a value no run had.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from loglinear.reports.frontier import frontier_series
-from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, mean_std, slice_values
+from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, slice_values
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.reports.statistics import kaplan_meier
 from loglinear.runs.folder import FINISHED, write_atomic
@@ -24,6 +27,9 @@ from loglinear.sweeps.protocol import CONFIRMATION
 Cells = dict[tuple[tuple[str, ...], int], Cell]
 Drawing = Figure | str
 """A figure, or why there is none."""
+SPREAD = 0.5
+"""How far apart (in powers of 2 along a log x axis) the outermost seeds of all series at one x are drawn."""
+SEEDS_NOTE = "points: seeds; line: median"
 
 
 def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
@@ -52,12 +58,11 @@ def acc_vs_d_model(sweep: Sweep) -> Drawing:
     if not series:
         return "no run finished"
     fig, (ax,) = _panels(1)
-    for label, points in series.items():
-        _errorbar(ax, label, points)
+    _seed_series(ax, series)
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
     ax.set_ylabel("test accuracy (%)")
-    ax.set_ylim(0, 101)
-    ax.set_title("Accuracy vs model dimension (mean ± std over seeds, configuration selected on validation)")
+    ax.set_ylim(-1, 101)
+    ax.set_title(f"Accuracy vs model dimension ({SEEDS_NOTE}; configuration selected on validation)")
     return _finish(fig, [ax])
 
 
@@ -86,8 +91,7 @@ def acc_vs_seq_len(sweep: Sweep) -> Drawing:
         return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
     fig, axes = _panels(len(panels))
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        for label, points in series.items():
-            _errorbar(ax, label, points)
+        _seed_series(ax, series)
         tested = sorted({x for points in series.values() for x, _ in points})
         _log2_axis(ax, tested, "test sequence length")
         if panel in trained:
@@ -96,15 +100,15 @@ def acc_vs_seq_len(sweep: Sweep) -> Drawing:
             ax.set_xlim(left, right)
             ax.axvspan(max(low, left), high, color="gray", alpha=0.15, label=f"training lengths {low}-{high}")
         ax.axhline(0.0, color="gray", linewidth=0.8)
-        ax.set_title(f"{panel[0]}, d_model {panel[1]}")
+        ax.set_title(f"{panel[0]}, d_model {panel[1]} ({SEEDS_NOTE})")
         ax.set_ylabel("scaled accuracy (chance 0, perfect 1)")
         ax.set_ylim(-0.1, 1.05)
     return _finish(fig, axes)
 
 
 def acc_vs_lr(sweep: Sweep) -> Drawing:
-    """Per cell (row keys but the architecture and λ, at one d_model), each arm's test accuracy (mean ± std over
-    seeds, top) and solve rate (bottom) at every learning rate of the selection: a narrow window shows."""
+    """Per cell (row keys but the architecture and λ, at one d_model), each arm's test accuracy (each seed, with
+    the median, top) and solve rate (bottom) at every learning rate of the selection: a narrow window shows."""
     threshold = sweep.report.threshold
     panels: dict[str, dict[str, dict[float, list[float]]]] = {}
     for record in sweep.records:
@@ -119,14 +123,15 @@ def acc_vs_lr(sweep: Sweep) -> Drawing:
     axes = fig.subplots(2, len(panels), squeeze=False)
     for column, (title, arms) in enumerate(sorted(panels.items())):
         accuracy, rate = axes[0][column], axes[1][column]
+        _seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
+                                 for label, by_lr in arms.items()})
         for label, by_lr in arms.items():
             points = sorted(by_lr.items())
-            _errorbar(accuracy, label, [(lr, [100 * v for v in values]) for lr, values in points])
             rate.plot([lr for lr, _ in points], [sum(v > threshold for v in values) / len(values)
                                                  for _, values in points], marker="o", label=label)
-        accuracy.set_title(title)
+        accuracy.set_title(f"{title} ({SEEDS_NOTE})")
         accuracy.set_ylabel("test accuracy (%)")
-        accuracy.set_ylim(0, 101)
+        accuracy.set_ylim(-1, 101)
         rate.set_ylabel(f"solve rate (test accuracy > {100 * threshold:g}%)")
         rate.set_ylim(-0.05, 1.05)
         for ax in (accuracy, rate):
@@ -186,18 +191,18 @@ def mqar_frontier(sweep: Sweep) -> Drawing:
         return "no finished MQAR run with a state size in its result.json"
     fig, axes = _panels(len(series))
     for ax, (panel, lines) in zip(axes, series.items(), strict=True):
-        for label, points in lines.items():
-            _errorbar(ax, label, points)
+        _seed_series(ax, lines)
         ax.set_xscale("log")
         ax.set_xlabel("state size (numbers per sequence, all layers)")
         ax.set_ylabel("test accuracy (%)")
-        ax.set_ylim(0, 101)
-        ax.set_title("all test sets (state at the longest)" if panel == "all" else f"{panel} (state at its length)")
+        ax.set_ylim(-1, 101)
+        where = "all test sets (state at the longest)" if panel == "all" else f"{panel} (state at its length)"
+        ax.set_title(f"{where}; {SEEDS_NOTE}")
     return _finish(fig, axes)
 
 
 def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing:
-    """MQAR: one panel per d_model, one line per table row: mean ± std over seeds of a test slice metric."""
+    """MQAR: one panel per d_model, one line per table row: each seed's test slice metric, with the median."""
     panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
     for (row, d_model), cell in cells.items():
         runs = [r for r in cell.runs if r.status in FINISHED and r.task == "mqar"]
@@ -210,12 +215,11 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing
         return missing
     fig, axes = _panels(len(panels))
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        for label, points in series.items():
-            _errorbar(ax, label, points)
+        _seed_series(ax, series)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
-        ax.set_title(f"{panel[0]}, d_model {panel[1]}")
+        ax.set_title(f"{panel[0]}, d_model {panel[1]} ({SEEDS_NOTE})")
         ax.set_ylabel("test accuracy (%)")
-        ax.set_ylim(0, 101)
+        ax.set_ylim(-1, 101)
     return _finish(fig, axes)
 
 
@@ -230,10 +234,22 @@ def _series(cells: Cells, values_of: Callable[[Cell], list[float]],
     return series
 
 
-def _errorbar(ax, label: str, points: list[tuple[float, list[float]]]) -> None:
-    stats = [mean_std(values) for _, values in points]
-    ax.errorbar([x for x, _ in points], [m for m, _ in stats], yerr=[s or 0.0 for _, s in stats],
-                marker="o", capsize=3, label=label)
+def _seed_series(ax, series: dict[str, list[tuple[float, list[float]]]]) -> None:
+    """Each series' seeds as points and their median as a line, on a log x axis. The series at one x sit side by
+    side, and the seeds of one series spread within its slot (in the order of their values), so no seed hides
+    another: the spread is a factor of at most 2**SPREAD along x, the values are never moved."""
+    slot = SPREAD / max(len(series), 1)
+    for index, (label, points) in enumerate(series.items()):
+        shift = (index - (len(series) - 1) / 2) * slot
+        line, = ax.plot([x * 2**shift for x, _ in points], [statistics.median(v) for _, v in points], marker="_",
+                        markersize=12, label=label)
+        xs, ys = [], []
+        for x, values in points:
+            for rank, value in enumerate(sorted(values)):
+                offset = 0.0 if len(values) == 1 else (rank / (len(values) - 1) - 0.5) * 0.8 * slot
+                xs.append(x * 2 ** (shift + offset))
+                ys.append(value)
+        ax.scatter(xs, ys, s=12, color=line.get_color(), alpha=0.75, linewidths=0, zorder=3)
 
 
 def _log2_axis(ax, ticks: list[float], label: str) -> None:

@@ -1,10 +1,11 @@
 """`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv`
 (the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
 solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
-them, accuracy by test length, the missing or failed runs, then the comparisons ending with what survives
-Holm, the operator implementations the runs ran (with a note under the first table when they
-differ), and the equal-state comparison when the sweep has one) and PNG plots (with the MQAR
-accuracy against state size). docs/reports.md describes the protocol and the statistics."""
+them, accuracy by test length, the missing or failed runs, then the comparisons: the declared primary
+tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
+(with a note under the first table when they differ), and the equal-state comparison when the sweep has
+one) and PNG plots (with the MQAR accuracy against state size). docs/reports.md describes the protocol and
+the statistics."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from loglinear.reports.paired import (
     unpairable_reason,
 )
 from loglinear.reports.plots import write_plots
+from loglinear.reports.primary import primary_line
 from loglinear.reports.results import (
     HEADERS,
     LAMBDA_KEY,
@@ -47,7 +49,7 @@ from loglinear.reports.state_tracking import (
     scaled,
     training_lengths,
 )
-from loglinear.reports.statistics import kaplan_meier, t_interval, wilson
+from loglinear.reports.statistics import ALPHA, kaplan_meier, t_interval, wilson
 from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.spec import describe
 
@@ -86,16 +88,25 @@ PAIRED_NOTE = (
     "`solved` (test accuracy above {pct}%){plateau}; the log-rank test of the steps to {pct}% on validation (all runs "
     "of each side); and the paired Student-t 95% interval of the difference in test accuracy (percentage points), "
     "which treats accuracy as continuous and roughly normal, so it misleads when runs either solve the task or "
-    "stay on a plateau. `Holm`: the p-value adjusted by Holm-Bonferroni over all {n} tests of this report "
-    "(family-wise error 5%); `survives`: adjusted p <= 0.05. The primary comparison was declared by the spec before "
-    "the runs."
+    "stay on a plateau. The primary comparison, declared by the spec before the runs, is tested alone at alpha "
+    "{alpha:g} (its own line below); every other test is secondary: `Holm`, its p-value adjusted by "
+    "Holm-Bonferroni over the {n} secondary tests of this report (family-wise error {alpha:g}); `survives`: "
+    "adjusted p <= {alpha:g}."
+)
+
+EDGE_NOTE = (
+    "`at the lowest edge` / `at the highest edge`: the pick is the smallest or largest learning rate its cell "
+    "compared, so the grid may not hold the cell's optimum. Under the two-stage protocol such a cell got further "
+    "rates beyond that edge on the selection seeds (up to `protocol.extensions`) before confirmation: a mark left "
+    "here is a pick still at an edge after them, and the two sides of a comparison may then have compared different "
+    "numbers of rates (each by the same rule; the comparisons list both)."
 )
 
 EQUAL_STATE_NOTE = (
     "Each log-linear model against the base model of its d_model whose state is the smallest at least as large "
     "(numbers its decoder holds per sequence over all layers at the longest test length; `mqar_frontier.png` "
     "draws every cell), paired by seed, each side at its own selected learning rate, with the tests of the "
-    "paired comparisons above, in the same Holm family."
+    "paired comparisons above (secondary ones in the same Holm family)."
 )
 
 IMPLEMENTATIONS_NOTE = (
@@ -130,8 +141,8 @@ PAIRS_NOTE = (
 LENGTH_PAIRED_NOTE = (
     "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds with the "
     "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `solved a vs b`: runs "
-    "above {pct}% at that length on each side; `*`: a test of that comparison survives Holm (which one, and every "
-    "p-value: paired_by_length.csv)."
+    "above {pct}% at that length on each side; `*`: a test of that comparison is significant (the primary alone, a "
+    "secondary after Holm; which one, and every p-value: paired_by_length.csv)."
 )
 
 
@@ -187,7 +198,8 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
               _pivot(sweep, cells, lambda c: format_steps(c, report.threshold)),
               f"## Test accuracy of the runs above {pct}%\n",
               _pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
-              "## Selected learning rate of each cell (of how many)\n", _pivot(sweep, cells, format_config)]
+              "## Selected learning rate of each cell (of how many)\n", _pivot(sweep, cells, format_config),
+              EDGE_NOTE]
     lengths = length_table(sweep, cells)
     if lengths:
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE.format(pct=pct)]
@@ -253,7 +265,8 @@ def format_given_solved(cell: Cell, threshold: float) -> str:
 def format_config(cell: Cell) -> str:
     if cell.lr is None:
         return "-"
-    return f"{cell.lr:.3g} (of {cell.candidates})"
+    edge = "" if cell.edge is None else f", at the {cell.edge} edge"
+    return f"{cell.lr:.3g} (of {cell.candidates}{edge})"
 
 
 def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]) -> str:
@@ -262,7 +275,9 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]
         return f"No paired comparison: {unpairable_reason(sweep)}."
     report = sweep.report
     plateau = "" if report.plateau is None else f" and of `escaped` (above {_pct(report.plateau)}%)"
-    lines = [PAIRED_NOTE.format(pct=_pct(report.threshold), plateau=plateau, n=len(family)), ""]
+    lines = [PAIRED_NOTE.format(pct=_pct(report.threshold), plateau=plateau, n=len(family.secondaries),
+                                alpha=ALPHA), ""]
+    lines += [primary_line(family, report.primary is not None), ""]
     lines += [f"- {comparison_line(p, family)}" for p in pairings]
     lines += ["", holm_summary(family)]
     return "\n".join(lines)
@@ -301,25 +316,26 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
 
 
 def _p(result: TestResult) -> str:
+    if result.adjusted is None:
+        verdict = "significant" if result.survives else "not significant"
+        return f"p={p_text(result.p)} (primary, alone at alpha {ALPHA:g}: {verdict})"
     mark = ", survives" if result.survives else ""
-    primary = ", primary" if result.primary else ""
-    return f"p={p_text(result.p)} (Holm {p_text(result.adjusted)}{mark}{primary})"
+    return f"p={p_text(result.p)} (Holm {p_text(result.adjusted)}{mark})"
 
 
 def holm_summary(family: Family) -> str:
-    """One sentence: the primary test's fate, and the tests that survive Holm over the whole report."""
-    untested = "" if family.untested_primary is None else f" Primary ({family.untested_primary}): not tested."
+    """One sentence: the secondary tests that survive Holm over the report's secondaries (the primary has its
+    own line)."""
     if not family:
-        return "No comparison has a pair of runs (the reasons are above), so there is nothing to test." + untested
-    survivors = [r for r in family if r.survives]
+        return "No comparison has a pair of runs (the reasons are above), so there is nothing to test."
+    secondaries = family.secondaries
+    if not secondaries:
+        return "The primary test is the report's only test: there is no secondary one."
+    survivors = [r for r in secondaries if r.survives]
     found = "; ".join(f"{r.pairing.name}: {r.test}" for r in survivors)
-    text = (f"Of the {len(family)} tests of this report, {len(survivors)} survive Holm at 5%" +
-            (f": {found}." if survivors else ", so these runs do not show a difference between any two arms."))
-    primary = next((r for r in family if r.primary), None)
-    if primary is None:
-        return text + (untested or " The spec declares no primary comparison.")
-    verdict = "survives" if primary.survives else "does not survive"
-    return f"{text} Primary ({primary.pairing.name}: {primary.test}): {verdict} (Holm {p_text(primary.adjusted)})."
+    return (f"Of the {len(secondaries)} secondary tests of this report, {len(survivors)} survive Holm at "
+            f"{ALPHA:g}" + (f": {found}." if survivors else
+                            ", so they do not show a difference between any two arms."))
 
 
 def length_paired_table(sweep: Sweep, by_length: list[Pairing], family: list[TestResult]) -> str:

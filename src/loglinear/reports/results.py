@@ -310,11 +310,19 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
 class Cell:
     """The runs a table cell reports, at its selected learning rate (None: no selection run finished).
 
-    `candidates` is how many learning rates the selection compared."""
+    `candidates` is how many learning rates the selection compared, `rates` which ones (ascending)."""
 
     lr: float | None
     runs: list[Record]
     candidates: int = 1
+    rates: tuple[float, ...] = ()
+
+    @property
+    def edge(self) -> str | None:
+        """`lowest` or `highest` when the selected learning rate is at that edge of several compared, else None."""
+        if self.lr is None or len(self.rates) < 2:
+            return None
+        return "lowest" if self.lr == self.rates[0] else "highest" if self.lr == self.rates[-1] else None
 
     @property
     def lambda_param(self) -> str | None:
@@ -373,22 +381,34 @@ def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable],
             values = [v for v in (r.val_score for r in runs) if v is not None]
             if values:
                 scored[lr] = mean_std(values)[0]
-        candidates = sum(bool(runs) for runs in choosing.values())
+        rates = tuple(sorted(lr for lr, runs in choosing.items() if runs))
         reported = {lr: [r for r in runs if (r.stage == CONFIRMATION) == two_stage] for lr, runs in by_lr.items()}
         if scored:
             best = max(sorted(scored), key=lambda lr: scored[lr])
-            cells[cell_key] = Cell(best, reported[best], candidates)
+            cells[cell_key] = Cell(best, reported[best], len(rates), rates)
         else:
-            cells[cell_key] = Cell(None, [r for runs in reported.values() for r in runs], candidates)
+            cells[cell_key] = Cell(None, [r for runs in reported.values() for r in runs], len(rates), rates)
     return cells
 
 
 def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
     """What a two-stage sweep confirms: the varied values of each cell's runs at the learning rate chosen on the
     selection runs alone (confirmation runs, whatever their results, take no part), seeds included."""
+    return [cell.runs[0].point for cell in selection_cells(sweep).values() if cell.lr is not None and cell.runs]
+
+
+def edge_picks(sweep: Sweep) -> list[tuple[dict[str, Any], str]]:
+    """The selection's picks at an edge of the learning rates their cell compared: the varied values of one of the
+    cell's selection runs at that rate (seeds included), and which edge (`Cell.edge`)."""
+    cells = selection_cells(sweep).values()
+    return [(cell.runs[0].point, cell.edge) for cell in cells if cell.edge is not None and cell.runs]
+
+
+def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:
+    """Each table cell's selection, from the selection runs alone (confirmation runs, whatever their results, take
+    no part), holding its selection runs at the chosen rate."""
     choosing = [r for r in sweep.records if r.stage != CONFIRMATION]
-    cells = selected_cells(choosing, lambda r: (r.row, r.d_model))
-    return [cell.runs[0].point for cell in cells.values() if cell.lr is not None and cell.runs]
+    return selected_cells(choosing, lambda r: (r.row, r.d_model))
 
 
 def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:

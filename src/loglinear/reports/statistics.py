@@ -5,8 +5,8 @@
   discordant pairs (mixer solved and baseline not, against the reverse);
 - `t_interval`: Student's t interval of a mean and the p-value of mean = 0 (paired differences of continuous
   accuracy, and accuracy given solved), which assumes roughly normal values;
-- `kaplan_meier` and `logrank`: time to an event (steps until validation accuracy first passes a threshold),
-  right-censored at the step where a run ended without passing it;
+- `kaplan_meier`, `logrank` and `logrank_test`: time to an event (steps until validation accuracy first passes a
+  threshold), right-censored at the step where a run ended without passing it;
 - `holm`: Holm-Bonferroni adjusted p-values over a family of tests (scipy has no Holm).
 """
 
@@ -20,8 +20,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-LEVEL = 0.95
-ALPHA = 1 - LEVEL
+from loglinear.sweeps.protocol import ALPHA
+
+LEVEL = 1 - ALPHA
 
 
 @dataclass(frozen=True)
@@ -114,9 +115,17 @@ def kaplan_meier(events: Sequence[Event]) -> SurvivalCurve | None:
 def logrank(first: Sequence[Event], second: Sequence[Event]) -> float | None:
     """Two-sided log-rank p-value of two groups' times to the threshold (None when a group is empty or no
     run of either group passed it: the curves are then both flat)."""
+    result = logrank_test(first, second)
+    return None if result is None else result[1]
+
+
+def logrank_test(first: Sequence[Event], second: Sequence[Event]) -> tuple[float, float] | None:
+    """The log-rank statistic (scipy's z: positive when the first group passes later) and its two-sided p-value;
+    None as for `logrank`."""
     if not first or not second or not any(e.reached for e in [*first, *second]):
         return None
-    return float(stats.logrank(_censored(first), _censored(second)).pvalue)
+    result = stats.logrank(_censored(first), _censored(second))
+    return float(result.statistic), float(result.pvalue)
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:

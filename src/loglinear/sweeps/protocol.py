@@ -9,9 +9,12 @@
         test: solved                 # solved, escaped (McNemar), steps (log-rank) or accuracy (paired t)
         cell: d_model=16             # the report's cell name, needed when the sweep has several cells
         length: 160                  # state tracking: the comparison at one test length
+        effect: {mixer: 0.9, baseline: 0.3}   # optional: what the design must detect (solve rates for solved
+                                              # and escaped, {standardized: 1.0} for accuracy); its power is printed
     protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
       selection_seeds: [0, 1, 2]     # stage 1: every configuration; each arm's lr chosen on validation
       confirmation_seeds: [3, 4, 5]  # stage 2: the chosen configurations only; the report's test accuracy
+      extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
 
 A seed of the protocol sets both `train.seed` and `data.seed`, so the spec itself must not set them.
 Both mappings are typed: an unknown key or a value of the wrong kind is a ConfigError naming it.
@@ -31,8 +34,24 @@ from loglinear.runs.config import SOLVED, ConfigError
 TESTS = ("solved", "escaped", "steps", "accuracy")
 """What a comparison tests: solved and escaped (exact McNemar on paired outcomes), steps (log-rank on the steps
 to the threshold), accuracy (paired t interval of test accuracy)."""
+TEST_NAMES = {"solved": "exact McNemar on solved", "escaped": "exact McNemar on escaped",
+              "steps": "log-rank on the steps to the threshold", "accuracy": "paired t on test accuracy"}
+RATE_TESTS = ("solved", "escaped")
+"""The tests of paired binary outcomes (exact McNemar), whose effect is a pair of solve rates."""
+ALPHA = 0.05
+"""The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
 SELECTION, CONFIRMATION = "selection", "confirmation"
 SEED_KEYS = ("train.seed", "data.seed")
+
+
+@dataclass
+class Effect:
+    """The effect the primary comparison must detect: each side's solve rate (solved, escaped), or the paired
+    accuracy difference in standard deviations of the differences (accuracy)."""
+
+    mixer: float | None = None
+    baseline: float | None = None
+    standardized: float | None = None
 
 
 @dataclass
@@ -43,10 +62,27 @@ class Primary:
     cell: str | None = None
     length: int | None = None
     equal_state: bool = False
+    effect: Effect | None = None
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:
             raise ConfigError(f"primary.test must be one of {', '.join(TESTS)}, got {self.test!r}")
+        if self.effect is not None:
+            _check_effect(self.test, self.effect)
+
+
+def _check_effect(test: str, effect: Effect) -> None:
+    rates = (effect.mixer, effect.baseline)
+    if test in RATE_TESTS:
+        if None in rates or effect.standardized is not None or not all(0.0 <= r <= 1.0 for r in rates):
+            raise ConfigError(f"primary.effect of the {test} test: mixer and baseline, solve rates in [0, 1], "
+                              f"got {effect}")
+    elif test == "accuracy":
+        if rates != (None, None) or effect.standardized is None or effect.standardized == 0:
+            raise ConfigError(f"primary.effect of the accuracy test: standardized, the mean paired difference over "
+                              f"the differences' standard deviation (not 0), got {effect}")
+    else:
+        raise ConfigError("primary.effect: the log-rank test of steps has no exact power here; leave effect out")
 
 
 @dataclass
@@ -66,8 +102,12 @@ class ReportConfig:
 class TwoStage:
     selection_seeds: list[int]
     confirmation_seeds: list[int]
+    extensions: int = 2
+    """How many learning rates beyond its grid's edge a cell whose pick sits at that edge may add (0: none)."""
 
     def __post_init__(self) -> None:
+        if self.extensions < 0:
+            raise ConfigError(f"extensions must be 0 or more, got {self.extensions}")
         for name in ("selection_seeds", "confirmation_seeds"):
             if not getattr(self, name):
                 raise ConfigError(f"{name} must be a non-empty list of seeds")

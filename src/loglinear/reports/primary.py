@@ -1,0 +1,39 @@
+"""The primary comparison's own line in a report: the comparison the spec declared before the runs, tested alone
+at ALPHA (its test, statistic, p-value, alpha and verdict); Holm's correction covers the secondaries only."""
+
+from __future__ import annotations
+
+from scipy import stats
+
+from loglinear.reports.paired import Family, TestResult, p_text
+from loglinear.reports.statistics import ALPHA, logrank_test
+from loglinear.sweeps.protocol import TEST_NAMES
+
+
+def primary_line(family: Family, declared: bool) -> str:
+    """`Primary comparison (declared before the runs, tested alone at alpha 0.05): NAME: TEST, STATISTIC, p=P,
+    alpha 0.05: significant.`; or why it has no test, or that the spec declares none."""
+    head = f"**Primary comparison** (declared before the runs, tested alone at alpha {ALPHA:g})"
+    if family.untested_primary is not None:
+        return f"{head}: {family.untested_primary}: not tested."
+    result = family.primary
+    if result is None:
+        return ("No primary comparison: the spec declares none, so every test below is secondary."
+                if not declared else f"{head}: not tested.")
+    verdict = "significant" if result.survives else "not significant"
+    return (f"{head}: {result.pairing.name}: {TEST_NAMES[result.test]}, {statistic_text(result)}, "
+            f"p={p_text(result.p)}, alpha {ALPHA:g}: {verdict}.")
+
+
+def statistic_text(result: TestResult) -> str:
+    """What the test computed from the runs: the discordant pairs, the log-rank z or Student's t."""
+    pairing = result.pairing
+    if result.test in ("solved", "escaped"):
+        threshold = pairing.threshold if result.test == "solved" else pairing.plateau
+        _, _, only_mixer, only_baseline = pairing.outcomes(threshold)  # type: ignore[arg-type]
+        return f"discordant pairs {only_mixer} vs {only_baseline} of {pairing.n_pairs}"
+    if result.test == "steps":
+        z, _ = logrank_test(*pairing.passages)  # type: ignore[misc]
+        return f"log-rank z={z:.2f} ({len(pairing.passages[0])} vs {len(pairing.passages[1])} runs)"
+    t = stats.ttest_1samp(pairing.diffs, 0.0).statistic
+    return f"t={t:.2f} ({pairing.n_pairs - 1} df)"

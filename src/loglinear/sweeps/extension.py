@@ -1,0 +1,52 @@
+"""The two-stage protocol's grid extension: a cell whose learning rate, picked on the selection seeds, sits at an
+edge of the rates it compared did not have its optimum inside the grid, so it gets one more rate beyond that edge
+on the selection seeds, before any confirmation run, until its pick is interior or it has had
+`protocol.extensions` of them (docs/sweeps.md, "Learning rates at the edge of the grid").
+
+The step is the spec's own grid ratio when its learning rates are evenly spaced on a log scale (within
+RATIO_TOLERANCE), else half a decade; the new rate is rounded to 3 significant digits.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from loglinear.sweeps.protocol import SEED_KEYS, SELECTION, seed_point
+from loglinear.sweeps.spec import SweepSpec, points
+
+LR_KEY = "train.lr"
+HALF_DECADE = math.sqrt(10.0)
+RATIO_TOLERANCE = 0.01
+EDGES = ("lowest", "highest")
+
+
+def grid_step(spec: SweepSpec) -> float:
+    """The factor between neighbouring learning rates of the spec when they are evenly spaced on a log scale,
+    else half a decade (also for a spec with one learning rate)."""
+    rates = sorted({p[LR_KEY] for p in points(spec) if LR_KEY in p})
+    ratios = [b / a for a, b in zip(rates, rates[1:], strict=False)]
+    if ratios and max(ratios) / min(ratios) <= 1 + RATIO_TOLERANCE:
+        return ratios[0]
+    return HALF_DECADE
+
+
+def beyond(lr: float, edge: str, step: float) -> float:
+    """The next learning rate past `edge` (`lowest` or `highest`) of a grid whose pick is `lr`."""
+    if edge not in EDGES:
+        raise ValueError(f"edge must be one of {', '.join(EDGES)}, got {edge!r}")
+    return float(f"{(lr / step if edge == 'lowest' else lr * step):.3g}")
+
+
+def extension_points(spec: SweepSpec, picks: list[tuple[Mapping[str, Any], str]]) -> list[tuple[dict[str, Any], str]]:
+    """For each pick at an edge (a selection run's varied values and the edge), its configuration at the next
+    learning rate beyond that edge on every selection seed, as stage-1 points."""
+    assert spec.protocol is not None
+    step = grid_step(spec)
+    staged = []
+    for point, edge in picks:
+        configuration = {k: v for k, v in point.items() if k not in SEED_KEYS}
+        configuration[LR_KEY] = beyond(point[LR_KEY], edge, step)
+        staged += [({**configuration, **seed_point(seed)}, SELECTION) for seed in spec.protocol.selection_seeds]
+    return staged

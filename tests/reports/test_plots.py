@@ -1,0 +1,52 @@
+"""Outcome plots draw every seed: each run's value as a point (none hidden behind another), the median as a line."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr
+from loglinear.reports.results import load_sweep
+
+from .report_helpers import finished, make_sweep, run_entry
+
+BIMODAL = {"mamba2": [0.25, 0.25, 0.995, 0.25, 0.995], "log_linear_mamba2": [0.995, 0.995, 0.995, 0.25, 0.6]}
+"""Plateau or solved: a mean of Mamba-2's would draw 54%, a value no run had; its median is a run's 25%."""
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    entries = [run_entry(mixer, d_model, 1e-3, seed, finished(acc))
+               for d_model in (16, 32) for mixer, values in BIMODAL.items() for seed, acc in enumerate(values)]
+    return load_sweep(make_sweep(tmp_path, entries))
+
+
+def drawn(ax):
+    """{series label: (the points' (x, y), the line's (x, y))} of an axis."""
+    lines = {line.get_label(): np.column_stack(line.get_data()) for line in ax.get_lines()}
+    points = [c.get_offsets() for c in ax.collections]
+    return lines, points
+
+
+def test_each_seed_is_a_point_and_the_line_is_the_median(sweep):
+    (ax,) = acc_vs_d_model(sweep).axes
+    lines, points = drawn(ax)
+    assert sorted(lines) == ["Log-Linear Mamba-2", "Mamba-2"]
+    for (label, line), offsets in zip(lines.items(), points, strict=True):
+        values = BIMODAL["mamba2" if label == "Mamba-2" else "log_linear_mamba2"]
+        assert line[:, 1].tolist() == pytest.approx([100 * statistics.median(values)] * 2)
+        assert sorted(offsets[:, 1].tolist()) == pytest.approx(sorted(100 * v for v in values * 2))
+        for d_model in (16, 32):  # every seed near its d_model, within the spread, never on top of another
+            near = offsets[np.abs(np.log2(offsets[:, 0] / d_model)) < 0.5]
+            assert len(near) == len(values)
+            assert len({tuple(p) for p in near.tolist()}) == len(values)
+    every = np.concatenate(points)
+    assert len({tuple(p) for p in every.tolist()}) == len(every)  # no seed of one arm hides one of the other
+
+
+def test_the_learning_rate_plot_draws_each_seed_of_each_rate(sweep):
+    accuracy = acc_vs_lr(sweep).axes[0]
+    _, points = drawn(accuracy)
+    assert sum(len(p) for p in points) == len(BIMODAL["mamba2"]) + len(BIMODAL["log_linear_mamba2"])

@@ -1,0 +1,47 @@
+"""The grid extension's step: the spec's own ratio when its learning rates are evenly spaced on a log scale, else
+half a decade; the next rate beyond an edge, rounded to 3 significant digits; one per selection seed."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from loglinear.sweeps.extension import beyond, extension_points, grid_step
+from loglinear.sweeps.spec import parse_spec
+
+
+def spec(rates, extensions=2):
+    return parse_spec({"name": "edge", "base": {"model.mixer": "mamba2"}, "grid": {"train.lr": rates},
+                       "protocol": {"selection_seeds": [0, 9], "confirmation_seeds": [1, 2],
+                                    "extensions": extensions}})
+
+
+@pytest.mark.parametrize(("rates", "step"), [
+    ([1.0e-3, 1.0e-2, 1.0e-1], 10.0),
+    ([1.0e-4, 4.64e-4, 2.15e-3, 1.0e-2], 4.64),  # a third of a decade, to 3 digits
+    ([3.0e-3, 1.0e-2, 3.0e-2], math.sqrt(10)),  # ratios 3.33 and 3: irregular
+    ([1.0e-2], math.sqrt(10)),
+])
+def test_the_step_is_the_grids_own_ratio_or_half_a_decade(rates, step):
+    assert grid_step(spec(rates)) == pytest.approx(step, rel=0.01)
+
+
+def test_the_next_rate_beyond_each_edge():
+    assert beyond(3.0e-2, "highest", math.sqrt(10)) == 0.0949
+    assert beyond(3.0e-3, "lowest", math.sqrt(10)) == 0.000949
+    assert beyond(1.0e-2, "highest", 10.0) == 0.1
+    with pytest.raises(ValueError, match="lowest, highest"):
+        beyond(1.0e-2, "top", 10.0)
+
+
+def test_an_edge_pick_gets_its_configuration_on_every_selection_seed():
+    point = {"model.mixer": "mamba2", "train.lr": 3.0e-2, "train.seed": 0, "data.seed": 0}
+    staged = extension_points(spec([3.0e-3, 1.0e-2, 3.0e-2]), [(point, "highest")])
+    assert staged == [({"model.mixer": "mamba2", "train.lr": 0.0949, "train.seed": s, "data.seed": s}, "selection")
+                      for s in (0, 9)]
+
+
+def test_a_negative_number_of_extensions_is_an_error():
+    with pytest.raises(ValueError, match="extensions must be 0 or more"):
+        spec([1.0e-2], extensions=-1)
