@@ -39,18 +39,19 @@ def interleaved_positions(pairs: Tensor, most: int, seq_len: int,
 def _place(pairs: Tensor, most: int, seq_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
     """One attempt for every row: key and query positions `(B, most)` and which rows ran out of room."""
     rows = len(pairs)
-    distances = torch.arange(2, seq_len)  # (D,)
-    starts = torch.arange(seq_len)[None, :] - distances[:, None]  # (D, T): key position s for query t
-    inside = starts >= 0
-    s, s1 = starts.clamp(min=0), (starts + 1).clamp(min=0)
+    distances = torch.arange(seq_len - 1, 1, -1)  # (D,): T-1 .. 2, so that their windows below are a slice
     weights = 1.0 / distances.double()
     free = torch.ones(rows, seq_len, dtype=torch.bool)
     key_at = torch.full((rows, most), -1, dtype=torch.int64)
     query_at = torch.full((rows, most), -1, dtype=torch.int64)
     failed = torch.zeros(rows, dtype=torch.bool)
     row = torch.arange(rows)
+    padding = torch.zeros(rows, seq_len, dtype=torch.bool)
     for j in range(most):
-        triples = inside & free[:, None, :] & free[:, s] & free[:, s1]  # (B, D, T)
+        pair_free = torch.cat([padding, free[:, :-1] & free[:, 1:], padding[:, :1]], dim=1)  # (B, 2T): s at T + s
+        # windows[b, k, t] = pair_free at s = t - (T - k): window T - d holds the key positions at distance d
+        windows = pair_free.unfold(1, seq_len, 1)[:, 1 : seq_len - 1]  # (B, D, T), a view, d = T-1 .. 2
+        triples = windows & free[:, None, :]  # (B, D, T): s, s + 1, t = s + d all free
         d_weights = triples.any(dim=2) * weights  # (B, D)
         possible = d_weights.sum(dim=1) > 0
         active = (j < pairs) & ~failed
