@@ -12,8 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loglinear.reports.plots import _errorbar, _finish, _panels, save_figure
-from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std_text
+from matplotlib import rcParams
+from matplotlib.ticker import MaxNLocator
+
+from loglinear.reports.plots import _finish, _panels, save_figure
+from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std, mean_std_text
 from loglinear.runs.folder import FINISHED, write_text_atomic
 
 TABLE = "recall.md"
@@ -70,22 +73,32 @@ def recall_tables(sweep: Sweep) -> str | None:
 
 
 def recall_plot(sweep: Sweep) -> Any:
-    """Accuracy against distance (every arm) and against level (log-linear arms); a reason string without data."""
+    """Accuracy against distance (every arm) and against level (log-linear arms), each arm in one colour in both
+    panels, mean ± std over seeds; a reason string without data."""
     cells = recall_cells(sweep)
     if not cells:
         return "no finished MQAR run with a recall record in its result.json"
+    colours = rcParams["axes.prop_cycle"].by_key()["color"]
+    buckets = sorted({lab for runs in cells.values() for r in runs for lab in accuracy_by(r, "by_distance")},
+                     key=lambda lab: int(lab.split("-")[0]))
     fig, axes = _panels(2)
-    for ax, kind, xlabel in ((axes[0], "by_distance", "key-to-query distance (lowest of the bucket)"),
+    for ax, kind, xlabel in ((axes[0], "by_distance", "key-to-query distance"),
                              (axes[1], "by_level", "Fenwick level of the key at the query")):
-        for name, runs in cells.items():
+        for i, (name, runs) in enumerate(cells.items()):
             if kind == "by_level" and not is_log_linear(runs[0].mixer):
                 continue
             values = [accuracy_by(r, kind) for r in runs]
             labels = sorted({lab for v in values for lab in v}, key=lambda lab: int(lab.split("-")[0]))
-            _errorbar(ax, name, [(float(lab.split("-")[0]), [100 * v[lab] for v in values if lab in v])
-                                 for lab in labels])
+            stats = [mean_std([100 * v[lab] for v in values if lab in v]) for lab in labels]
+            ax.errorbar([int(lab.split("-")[0]) for lab in labels], [m for m, _ in stats],
+                        yerr=[s or 0.0 for _, s in stats], marker="o", capsize=3, label=name,
+                        color=colours[i % len(colours)])
         if kind == "by_distance":
             ax.set_xscale("log", base=2)
+            ax.set_xticks([int(lab.split("-")[0]) for lab in buckets], buckets)
+            ax.minorticks_off()
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(0, 101)
