@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from loglinear.kernels.fenwick import fenwick_level
 from loglinear.models import ModelConfig, build_model
+from loglinear.runs.config import load_run_config
+from loglinear.runs.folder import read_result
 from loglinear.runs.recall_levels import (
     distance_buckets,
     key_levels,
@@ -19,6 +21,7 @@ from loglinear.runs.recall_levels import (
     recall_summary,
     recalled_keys,
 )
+from loglinear.runs.train import train
 from loglinear.synthetics import IGNORE_INDEX, SyntheticDataModule, as_data_config, get_task
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -86,3 +89,18 @@ def test_a_run_records_accuracy_by_level_and_distance_and_its_state_at_recall(mi
 def test_only_mqar_runs_record_recall():
     data = as_data_config({"task": "parity", "task_args": {"seq_len": 8}})
     assert recall_summary(None, data, []) is None
+
+
+def test_an_interleaved_mqar_run_leaves_its_recall_record_in_result_json(tmp_path):
+    cfg = load_run_config(None, [
+        "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=16",
+        "data.task_args.num_kv_pairs=2", "data.task_args.layout=interleaved", "data.eval_sets=[{}]",
+        "data.batch_size=8", "data.val_size=16", "data.test_size=32", "model.mixer=log_linear_mamba2",
+        "model.d_model=16", "train.max_steps=4", "train.val_every=2", "logger.wandb.mode=disabled",
+        "logger.progress=false", f"out_dir={tmp_path / 'run'}",
+    ])
+    train(cfg)
+    recall = read_result(tmp_path / "run")["recall"]
+    assert sum(n for _, n in recall["by_distance"].values()) == 32 * 2  # every test query, once
+    assert recall["by_level"].keys() <= {str(level) for level in range(1, 5)}
+    assert recall["state_at_recall"]["total"] > recall["state_at_recall"]["per_layer"] > 0
