@@ -1,5 +1,5 @@
 """MQAR's interleaved layout: zoology's vocabulary and targets, pairs and queries along the whole sequence with
-log-uniform key-to-query distances; zoology's layout untouched."""
+log-uniform key-to-query distances, fillers that never repeat a key; zoology's layout untouched."""
 
 from __future__ import annotations
 
@@ -46,6 +46,7 @@ def test_each_query_is_answered_by_the_value_of_its_key(arguments, batch_size, s
             assert 0 <= s <= t - 2 and inputs[s] == inputs[t] and inputs[s + 1] == targets[t]
             used |= {s, s + 1, t}
         assert len(used) == 3 * pairs  # no two pairs or queries share a position
+        assert not {x for p, x in enumerate(inputs) if p not in used} & set(keys)  # no filler repeats a key
         if not task.random_non_queries:
             assert all(x == 0 for p, x in enumerate(inputs) if p not in used)
 

@@ -48,8 +48,9 @@ class MQAR(Task):
 
     `layout="interleaved"` keeps these vocabulary rules but spreads pairs and queries along the whole
     sequence: pair j at s_j, s_j + 1 and its query at s_j + d_j, d_j log-uniform over 2 .. T-1
-    (synthetics/interleaved.py), every other position a filler as above (`power_a` is not used). Seen from
-    a query, zoology's keys all sit in one Fenwick level; these sit in levels 1 .. log2(T).
+    (synthetics/interleaved.py), every other position a filler as above except that it is never one of
+    the example's keys (a filler copy of a key would look like a second pair), and `power_a` is not used.
+    Seen from a query, zoology's keys all sit in one Fenwick level; these sit in levels 1 .. log2(T).
     `vocab_size` is V; `num_classes` is the number of values, V - V/2.
 
     Worked example, V = 16 (keys 1..7, values 8..15), T = 16, N = 2, space = 6 slots at
@@ -146,7 +147,7 @@ class MQAR(Task):
         rows, length = len(pairs), self.seq_len
         key_at, query_at = interleaved_positions(pairs, self._max_pairs, length, generator)
         if self.random_non_queries:
-            inputs = torch.randint(0, self.vocab_size, (rows, length), generator=generator)
+            inputs = _fillers_without_keys(rows, length, self.vocab_size, keys, key_at >= 0, generator)
         else:
             inputs = torch.zeros(rows, length, dtype=torch.int64)
         targets = torch.full((rows, length), IGNORE_INDEX, dtype=torch.int64)
@@ -156,6 +157,19 @@ class MQAR(Task):
         inputs[row, key_at], inputs[row, key_at + 1], inputs[row, query_at] = keys, values, keys
         targets[row, query_at] = values
         return self._batch(inputs, targets, num_kv_pairs=pairs.contiguous())
+
+
+def _fillers_without_keys(rows: int, length: int, vocab_size: int, keys: Tensor, used: Tensor,
+                          generator: torch.Generator) -> Tensor:
+    """`(rows, length)` tokens uniform over [0, vocab_size) minus each row's keys (`keys[used]`), by redrawing the
+    tokens that hit a key. With pairs along the whole sequence a filler copy of a key, followed by any token, would
+    look like a second pair for that key, and no model could tell which one its query means."""
+    inputs = torch.randint(0, vocab_size, (rows, length), generator=generator)
+    while True:
+        hits = ((inputs[:, :, None] == keys[:, None, :]) & used[:, None, :]).any(dim=2)
+        if not hits.any():
+            return inputs
+        inputs[hits] = torch.randint(0, vocab_size, (int(hits.sum()),), generator=generator)
 
 
 def _slot_inverse_weights(seq_len: int, num_pairs: int, width: int, power_a: float) -> torch.Tensor:
