@@ -17,7 +17,7 @@ def test_levels_study_is_interleaved_state_limited_and_declares_its_primary():
     assert len(runs) == 42 and planned_runs(spec) == 42 + 7 * 16
     assert spec.protocol.selection_seeds == [0, 9]
     assert spec.protocol.confirmation_seeds == [s for s in range(1, 18) if s != 9]
-    assert spec.report.primary.mixer == "log_linear_gated_deltanet" and spec.report.primary.equal_state
+    assert spec.report.primary.mixer == "log_linear_mamba2" and spec.report.primary.equal_state
     arms: dict[tuple, set] = {}
     sizes = {}
     for run in runs:
