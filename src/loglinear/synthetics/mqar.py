@@ -50,7 +50,7 @@ class MQAR(Task):
     sequence: pair j at s_j, s_j + 1 and its query at s_j + d_j, d_j log-uniform over 2 .. T-1
     (synthetics/interleaved.py), every other position a filler as above except that it is never one of
     the example's keys (a filler copy of a key would look like a second pair), and `power_a` is not used.
-    Seen from a query, zoology's keys all sit in one Fenwick level; these sit in levels 1 .. log2(T).
+    Seen from a query, zoology's keys all sit in one Fenwick level; these sit in levels 2 .. log2(T).
     `vocab_size` is V; `num_classes` is the number of values, V - V/2.
 
     Worked example, V = 16 (keys 1..7, values 8..15), T = 16, N = 2, space = 6 slots at
