@@ -153,11 +153,12 @@ def test_result_statuses_are_the_code_statuses():
 
 
 def test_sweep_folder_files_are_the_names_the_code_writes():
-    from loglinear.reports import lambda_plots, report
+    from loglinear.reports import lambda_plots, recall_levels, report
     from loglinear.sweeps import launchers, manifest, runner, slurm
 
     written = {manifest.MANIFEST, manifest.RUNS, runner.LOCK, report.CSV, report.PAIRED_CSV, report.PAIRED_LENGTH_CSV,
-               report.TABLE, slurm.JOBS_FILE, launchers.SUBMITIT_FOLDER, launchers.WANDB_FILE, lambda_plots.REPORT}
+               report.TABLE, slurm.JOBS_FILE, launchers.SUBMITIT_FOLDER, launchers.WANDB_FILE, lambda_plots.REPORT,
+               recall_levels.TABLE}
     body = sections(page("runs.md"))["The sweep folder"]
     assert {code(row[0]) for row in table_with(body, "file")} == written
 

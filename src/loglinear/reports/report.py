@@ -32,6 +32,7 @@ from loglinear.reports.paired import (
 )
 from loglinear.reports.plots import write_plots
 from loglinear.reports.primary import primary_line
+from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_state, write_recall_report
 from loglinear.reports.results import (
     HEADERS,
     LAMBDA_KEY,
@@ -62,11 +63,13 @@ RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
     *RESULT_COLUMNS, "val_score", "test_score", "implementations", *(f"state_size_{kind}" for kind in STATE_KINDS),
+    *RECALL_COLUMNS,
 )
 """`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
 `implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
 recorded); `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training
-length (then `.../seq_len=L` at each test length L, after the test metrics)."""
+length (then `.../seq_len=L` at each test length L, after the test metrics); `state_at_recall_*`: what it holds
+at the MQAR test queries (reports/recall_levels.py)."""
 
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with the best mean "
@@ -171,6 +174,7 @@ def write_report(out: str | Path) -> Report:
         write_paired_csv(by_length, family, out / PAIRED_LENGTH_CSV)
         files.append(out / PAIRED_LENGTH_CSV)
     written, skipped = write_plots(sweep, out)
+    written += write_recall_report(sweep, out)
     return Report(table, [*files, *written], skipped)
 
 
@@ -509,7 +513,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
             "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
             "val_score": r.val_score, "test_score": r.test_score,
             **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
-            "implementations": " ".join(r.implementations or ()),
+            "implementations": " ".join(r.implementations or ()), **recall_state(r),
         }
         writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
                         + [_csv(r.state_at(n, kind)) for kind, n in states]

@@ -15,7 +15,9 @@ The run directory (`cfg.out_dir`) holds:
                  `torch.cuda.max_memory_allocated`; null off CUDA),
                  the final validation and test metrics (per slice), `implementations` (per mixer that runs
                  the log-linear operator: each implementation it ran in this session and the fused
-                 kernels' self-check verdict it relied on) and `error`.
+                 kernels' self-check verdict it relied on), `recall` for MQAR (runs/recall_levels.py:
+                 test accuracy by the Fenwick level and the distance of the recalled key, and the state held
+                 at the query positions) and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
@@ -58,6 +60,7 @@ from loglinear.runs.folder import (
 )
 from loglinear.runs.init_from import load_initial_weights
 from loglinear.runs.interrupt import Interrupted
+from loglinear.runs.recall_levels import recall_summary
 from loglinear.runs.state_size import state_size_summary
 
 
@@ -256,6 +259,7 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
             trainer.validate(module, datamodule=datamodule, verbose=False)  # the final weights' validation
         final_val = tracker.last_val
         test = {} if status == "diverged" else _metrics_of(trainer.test(module, datamodule=datamodule, verbose=False))
+        recall = None if status == "diverged" else recall_summary(module.model, cfg.data, datamodule.test_dataloader())
     metrics.save()
     _finish_wandb(trainer)
     result = {
@@ -268,6 +272,8 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
         "test": test,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
     }
+    if recall is not None:
+        result["recall"] = recall
     result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started))
     return result
 

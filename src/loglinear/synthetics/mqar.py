@@ -13,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from torch import Tensor
 
 from loglinear.synthetics.arguments import check_bool, check_float, check_int, check_int_or_ints
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
+from loglinear.synthetics.interleaved import interleaved_positions
 from loglinear.synthetics.sampling import sample_distinct, weighted_order_without_replacement
 from loglinear.synthetics.task import Task
+
+LAYOUTS = ("zoology", "interleaved")
 
 
 class MQAR(Task):
@@ -41,6 +45,12 @@ class MQAR(Task):
 
     `num_kv_pairs` may be a list: each example draws its N uniformly from it (the slice
     `num_kv_pairs` records which). Needs 4N <= T (so that N <= space) and N <= V/2 - 1.
+
+    `layout="interleaved"` keeps these vocabulary rules but spreads pairs and queries along the whole
+    sequence: pair j at s_j, s_j + 1 and its query at s_j + d_j, d_j log-uniform over 2 .. T-1
+    (synthetics/interleaved.py), every other position a filler as above except that it is never one of
+    the example's keys (a filler copy of a key would look like a second pair), and `power_a` is not used.
+    Seen from a query, zoology's keys all sit in one Fenwick level; these sit in levels 2 .. log2(T).
     `vocab_size` is V; `num_classes` is the number of values, V - V/2.
 
     Worked example, V = 16 (keys 1..7, values 8..15), T = 16, N = 2, space = 6 slots at
@@ -61,6 +71,7 @@ class MQAR(Task):
         num_kv_pairs: int | Sequence[int] = 8,
         power_a: float = 0.01,
         random_non_queries: bool = True,
+        layout: str = "zoology",
     ) -> None:
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=4)
         self.seq_len = check_int("seq_len", seq_len, minimum=4)
@@ -68,6 +79,9 @@ class MQAR(Task):
         self.num_kv_pairs = num_kv_pairs if isinstance(num_kv_pairs, int) else list(options)
         self.power_a = check_float("power_a", power_a)
         self.random_non_queries = check_bool("random_non_queries", random_non_queries)
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown mqar layout {layout!r}; valid: {list(LAYOUTS)}")
+        self.layout = layout
         most = max(options)
         if 4 * most > seq_len:
             raise ValueError(
@@ -99,6 +113,8 @@ class MQAR(Task):
         # Keys and values in one draw: key index i is token i + 1, value index i is token i + half.
         drawn = sample_distinct(rows, pairs_max, (half - 1, vocab - half), generator)
         keys, values = drawn.add_(self._token_offsets).unbind(0)
+        if self.layout == "interleaved":
+            return self._interleaved(pairs, keys, values, generator)
         gaps = weighted_order_without_replacement(inverse_weights, pairs_max, generator)
 
         # Flat (B*T + 1) buffers: the spare last element absorbs the writes of unused pairs (examples
@@ -125,6 +141,35 @@ class MQAR(Task):
         flat_targets = torch.full((rows * length + 1,), IGNORE_INDEX, dtype=torch.int64)
         flat_targets.scatter_(0, query_index, values.reshape(-1))
         return self._batch(inputs, flat_targets[:-1].view(rows, length), num_kv_pairs=pairs.contiguous())
+
+
+    def _interleaved(self, pairs: Tensor, keys: Tensor, values: Tensor, generator: torch.Generator) -> Batch:
+        rows, length = len(pairs), self.seq_len
+        key_at, query_at = interleaved_positions(pairs, self._max_pairs, length, generator)
+        if self.random_non_queries:
+            inputs = _fillers_without_keys(rows, length, self.vocab_size, keys, key_at >= 0, generator)
+        else:
+            inputs = torch.zeros(rows, length, dtype=torch.int64)
+        targets = torch.full((rows, length), IGNORE_INDEX, dtype=torch.int64)
+        used = key_at >= 0
+        row = torch.arange(rows)[:, None].expand_as(key_at)[used]
+        keys, values, key_at, query_at = keys[used], values[used], key_at[used], query_at[used]
+        inputs[row, key_at], inputs[row, key_at + 1], inputs[row, query_at] = keys, values, keys
+        targets[row, query_at] = values
+        return self._batch(inputs, targets, num_kv_pairs=pairs.contiguous())
+
+
+def _fillers_without_keys(rows: int, length: int, vocab_size: int, keys: Tensor, used: Tensor,
+                          generator: torch.Generator) -> Tensor:
+    """`(rows, length)` tokens uniform over [0, vocab_size) minus each row's keys (`keys[used]`), by redrawing the
+    tokens that hit a key. With pairs along the whole sequence a filler copy of a key, followed by any token, would
+    look like a second pair for that key, and no model could tell which one its query means."""
+    inputs = torch.randint(0, vocab_size, (rows, length), generator=generator)
+    while True:
+        hits = ((inputs[:, :, None] == keys[:, None, :]) & used[:, None, :]).any(dim=2)
+        if not hits.any():
+            return inputs
+        inputs[hits] = torch.randint(0, vocab_size, (int(hits.sum()),), generator=generator)
 
 
 def _slot_inverse_weights(seq_len: int, num_pairs: int, width: int, power_a: float) -> torch.Tensor:

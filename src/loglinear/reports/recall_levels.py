@@ -1,0 +1,119 @@
+"""MQAR at the moment of recall, per table cell (the runs it reports, at its selected learning rate): test
+accuracy by the Fenwick level that held the recalled key and by the key-to-query distance, and the state the
+decoder held at the query positions, from each run's result.json `recall` (runs/recall_levels.py).
+
+`recall.md` holds the tables, `mqar_recall.png` the plot (distance for every arm, level for the log-linear
+ones: a base mixer has one state, so its "level" is only where the key stood); results.csv gets the state
+columns `RECALL_COLUMNS`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from matplotlib import rcParams
+from matplotlib.ticker import MaxNLocator
+
+from loglinear.reports.plots import _finish, _panels, save_figure
+from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std, mean_std_text
+from loglinear.runs.folder import FINISHED, write_text_atomic
+
+TABLE = "recall.md"
+PLOT = "mqar_recall.png"
+RECALL_COLUMNS = ("state_at_recall_per_layer", "state_at_recall_total")
+"""results.csv: the numbers a run's decoder holds at its test queries, averaged over them (one layer, all)."""
+
+
+def recall_state(record: Record) -> dict[str, float | None]:
+    """The RECALL_COLUMNS of one run (None without a `recall` in its result.json)."""
+    state = (record.result.get("recall") or {}).get("state_at_recall") or {}
+    return {f"state_at_recall_{kind}": state.get(kind) for kind in ("per_layer", "total")}
+
+
+def accuracy_by(record: Record, kind: str) -> dict[str, float]:
+    """{label: test accuracy} over the run's recalled keys grouped by `kind` (`by_level` or `by_distance`)."""
+    groups = (record.result.get("recall") or {}).get(kind) or {}
+    return {label: right / scored for label, (right, scored) in groups.items() if scored}
+
+
+def recall_cells(sweep: Sweep) -> dict[str, list[Record]]:
+    """{row label: the finished runs with a `recall` record} for each cell of the main table, in its order."""
+    table = sweep.cells()
+    several_widths = len({d_model for _, d_model in table}) > 1
+    cells = {}
+    for (row, d_model), cell in table.items():
+        runs = [r for r in cell.runs if r.status in FINISHED and r.result.get("recall")]
+        if runs:
+            cells[" / ".join(row) + (f", d_model {d_model}" if several_widths else "")] = runs
+    return cells
+
+
+def recall_tables(sweep: Sweep) -> str | None:
+    """The two tables of recall.md (None without recall records): mean (std) over seeds, in %."""
+    cells = recall_cells(sweep)
+    if not cells:
+        return None
+    parts = [f"# {sweep.name}: accuracy at the moment of recall\n",
+             "Test accuracy (%) over the recalled keys grouped by where each stood at its query, mean (std) over "
+             "the seeds a cell reports; state at recall: numbers one layer's decoder holds at the query positions "
+             "(log-linear: the Fenwick levels occupied there), averaged over the queries.\n"]
+    for kind, title in (("by_distance", "key-to-query distance"), ("by_level", "Fenwick level of the key")):
+        labels = sorted({lab for runs in cells.values() for r in runs for lab in accuracy_by(r, kind)},
+                        key=lambda lab: int(lab.split("-")[0]))
+        header = ["arm", "state at recall / layer", *labels]
+        rows = []
+        for name, runs in cells.items():
+            states = [s for s in (recall_state(r)["state_at_recall_per_layer"] for r in runs) if s is not None]
+            values = [accuracy_by(r, kind) for r in runs]
+            rows.append([name, mean_std_text(states, scale=1.0, digits=0)]
+                        + [mean_std_text([v[lab] for v in values if lab in v]) for lab in labels])
+        parts += [f"## By {title}\n", _markdown(header, rows)]
+    return "\n".join(p.rstrip("\n") + "\n" for p in parts)
+
+
+def recall_plot(sweep: Sweep) -> Any:
+    """Accuracy against distance (every arm) and against level (log-linear arms), each arm in one colour in both
+    panels, mean ± std over seeds; a reason string without data."""
+    cells = recall_cells(sweep)
+    if not cells:
+        return "no finished MQAR run with a recall record in its result.json"
+    colours = rcParams["axes.prop_cycle"].by_key()["color"]
+    buckets = sorted({lab for runs in cells.values() for r in runs for lab in accuracy_by(r, "by_distance")},
+                     key=lambda lab: int(lab.split("-")[0]))
+    fig, axes = _panels(2)
+    for ax, kind, xlabel in ((axes[0], "by_distance", "key-to-query distance"),
+                             (axes[1], "by_level", "Fenwick level of the key at the query")):
+        for i, (name, runs) in enumerate(cells.items()):
+            if kind == "by_level" and not is_log_linear(runs[0].mixer):
+                continue
+            values = [accuracy_by(r, kind) for r in runs]
+            labels = sorted({lab for v in values for lab in v}, key=lambda lab: int(lab.split("-")[0]))
+            stats = [mean_std([100 * v[lab] for v in values if lab in v]) for lab in labels]
+            ax.errorbar([int(lab.split("-")[0]) for lab in labels], [m for m, _ in stats],
+                        yerr=[s or 0.0 for _, s in stats], marker="o", capsize=3, label=name,
+                        color=colours[i % len(colours)])
+        if kind == "by_distance":
+            ax.set_xscale("log", base=2)
+            ax.set_xticks([int(lab.split("-")[0]) for lab in buckets], buckets)
+            ax.minorticks_off()
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(0, 101)
+    return _finish(fig, axes)
+
+
+def write_recall_report(sweep: Sweep, out: Path) -> list[Path]:
+    """Write recall.md and mqar_recall.png when the sweep's runs recorded their recall; the files written."""
+    tables = recall_tables(sweep)
+    if tables is None:
+        return []
+    write_text_atomic(out / TABLE, tables)
+    return [out / TABLE, save_figure(recall_plot(sweep), out / PLOT, dpi=120)]
+
+
+def _markdown(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)]) + "\n"

@@ -1,0 +1,53 @@
+"""The report's accuracy at the moment of recall, on a hand-made MQAR sweep whose runs carry `recall` records:
+the tables' means over seeds, the plot, the state columns of results.csv, and nothing for runs without them."""
+
+from __future__ import annotations
+
+import csv
+
+from loglinear.reports.recall_levels import PLOT, TABLE, recall_tables
+from loglinear.reports.report import CSV, write_report
+from loglinear.reports.results import load_sweep
+
+from .report_helpers import finished, make_sweep, row, run_entry, section_rows
+
+
+def recall(state: float, near: tuple[int, int], far: tuple[int, int]) -> dict:
+    return {"by_level": {"2": list(near), "6": list(far)}, "by_distance": {"2-3": list(near), "32-63": list(far)},
+            "state_at_recall": {"per_layer": state, "total": 2 * state}}
+
+
+def sweep_with_recall(tmp_path):
+    entries = [
+        run_entry("gated_deltanet", 16, 1e-2, 1, finished(0.8, recall=recall(448, (9, 10), (5, 10)))),
+        run_entry("gated_deltanet", 16, 1e-2, 2, finished(0.8, recall=recall(448, (10, 10), (6, 10)))),
+        run_entry("log_linear_gated_deltanet", 16, 1e-2, 1, finished(0.9, recall=recall(1200, (10, 10), (8, 10)))),
+        run_entry("log_linear_gated_deltanet", 16, 1e-2, 2, finished(0.9, recall=recall(1300, (10, 10), (9, 10)))),
+    ]
+    return make_sweep(tmp_path, entries)
+
+
+def test_the_tables_average_each_bucket_over_the_seeds(tmp_path):
+    text = recall_tables(load_sweep(sweep_with_recall(tmp_path)))
+    by_distance = section_rows(text, "By key-to-query distance")
+    assert by_distance[0] == ["arm", "state at recall / layer", "2-3", "32-63"]
+    assert row(by_distance, "Gated DeltaNet") == ["448 (0)", "95.0 (7.1)", "55.0 (7.1)"]
+    assert row(by_distance, "Log-Linear Gated DeltaNet") == ["1250 (71)", "100.0 (0.0)", "85.0 (7.1)"]
+    by_level = section_rows(text, "By Fenwick level")
+    assert by_level[0][2:] == ["2", "6"]
+
+
+def test_the_report_writes_the_recall_files_and_the_state_columns(tmp_path):
+    written = write_report(sweep_with_recall(tmp_path)).written
+    assert {tmp_path / TABLE, tmp_path / PLOT} <= set(written)
+    rows = list(csv.DictReader((tmp_path / CSV).open()))
+    assert sorted(float(r["state_at_recall_per_layer"]) for r in rows) == [448, 448, 1200, 1300]
+    assert sorted(float(r["state_at_recall_total"]) for r in rows) == [896, 896, 2400, 2600]
+
+
+def test_runs_without_recall_records_give_no_recall_files(tmp_path):
+    folder = make_sweep(tmp_path, [run_entry("gated_deltanet", 16, 1e-2, 1, finished(0.8))])
+    assert recall_tables(load_sweep(folder)) is None
+    write_report(folder)
+    assert not (tmp_path / TABLE).exists() and not (tmp_path / PLOT).exists()
+    assert next(csv.DictReader((tmp_path / CSV).open()))["state_at_recall_total"] == ""
