@@ -143,10 +143,10 @@ def main() -> None:
     if args.profile:
         profile_steps(args)
         return
-    if args.grid:
-        grid_ratios(args)
-        return
     kept = keep_freed_memory()
+    if args.grid:
+        grid_ratios(args, kept)
+        return
 
     load_before = load_average()
     seconds = fastest_steps(args)
@@ -182,7 +182,7 @@ def main() -> None:
     print(f"wrote {write_section(section, body)}")
 
 
-def grid_ratios(args: argparse.Namespace) -> None:
+def grid_ratios(args: argparse.Namespace, kept: bool) -> None:
     """Step time relative to attention at every GRID size (d_model, T, threads), all measured in one process:
     per thread count, every (d_model, T, mixer) in interleaved rounds. Attention has d_model / 16 heads, as in the
     presets (4 at d_model 64, the studies' 1 at d_model 16); batch as in the timing sections."""
@@ -211,10 +211,11 @@ def grid_ratios(args: argparse.Namespace) -> None:
         return
     body = (
         f"Training step as in the sections above ({args.layers} layers, no MLP, vocabulary {args.vocab}, batch "
-        f"{args.batch}, {NUM_SCORED} scored positions), at every d_model, T and thread count of GRID in one "
-        f"process; per thread count, fastest of {args.rounds} interleaved rounds after a warm-up round. Ratios of "
-        f"the process's CPU time per step (its threads together), the clock least disturbed by other load. Load "
-        f"average before/after: {load_before}/{load_after} on {os.cpu_count()} cores.\n\n{text}"
+        f"{args.batch}, {NUM_SCORED} scored positions), at every d_model, T and thread count of GRID in one process "
+        f"(the machine line names the last thread count); per thread count, fastest of {args.rounds} interleaved "
+        f"rounds after a warm-up round. Ratios of the process's CPU time per step (its threads together), the clock "
+        f"least disturbed by other load. glibc keeps freed memory: {kept}. Load average before/after: "
+        f"{load_before}/{load_after} on {os.cpu_count()} cores.\n\n{text}"
     )
     print(f"wrote {write_section(f'{SECTION}: ratios by size', body)}")
 
