@@ -35,6 +35,8 @@ REFERENCE = "attention"  # every other mixer's step time is reported relative to
 NUM_SCORED = 16
 TOKENS_PER_STEP = 16384
 RATIO_LENGTHS = (64, 256)
+GRID = dict(threads=(1, 2), d_models=(16, 64), lengths=(64, 256))  # the studies' sizes (--grid)
+RATIO_TARGET = 1.5  # every recurrent mixer's step within this factor of attention's at the GRID sizes
 
 
 def batch_for(T: int, args: argparse.Namespace) -> int:
@@ -67,9 +69,13 @@ def make_step(mixer: str, T: int, args: argparse.Namespace) -> Callable[[], None
 
 def fastest_steps(args: argparse.Namespace) -> dict[tuple[str, int], tuple[float, float]]:
     """Best (wall, CPU) seconds per step of every (mixer, T) over interleaved rounds, after a warm-up round."""
-    steps = {(m, T): make_step(m, T, args) for T in args.lengths for m in MIXERS}
+    return fastest({(m, T): make_step(m, T, args) for T in args.lengths for m in MIXERS}, args.rounds)
+
+
+def fastest(steps: dict, rounds: int) -> dict:
+    """Best (wall, CPU) seconds of every step over `rounds` interleaved rounds, after a warm-up round."""
     best = {key: (float("inf"), float("inf")) for key in steps}
-    for round_ in range(args.rounds + 1):
+    for round_ in range(rounds + 1):
         for key, step in steps.items():
             wall, cpu = time.perf_counter(), time.process_time()
             step()
@@ -124,6 +130,8 @@ def main() -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256, 1024, 4096])
     parser.add_argument("--threads", type=int, default=2,
                         help="torch threads (2 writes the main section, others a section of their own)")
+    parser.add_argument("--grid", action="store_true",
+                        help="the ratios at every size of GRID side by side (its own section of RESULTS.md)")
     parser.add_argument("--profile", action="store_true",
                         help="instead of timing: the operators taking the most CPU time in each mixer's step")
     args = parser.parse_args()
@@ -136,6 +144,9 @@ def main() -> None:
         profile_steps(args)
         return
     kept = keep_freed_memory()
+    if args.grid:
+        grid_ratios(args, kept)
+        return
 
     load_before = load_average()
     seconds = fastest_steps(args)
@@ -169,6 +180,44 @@ def main() -> None:
     )
     section = SECTION if args.threads == 2 else f"{SECTION} ({args.threads} thread{'s' * (args.threads > 1)})"
     print(f"wrote {write_section(section, body)}")
+
+
+def grid_ratios(args: argparse.Namespace, kept: bool) -> None:
+    """Step time relative to attention at every GRID size (d_model, T, threads), all measured in one process:
+    per thread count, every (d_model, T, mixer) in interleaved rounds. Attention has d_model / 16 heads, as in the
+    presets (4 at d_model 64, the studies' 1 at d_model 16); batch as in the timing sections."""
+    recurrent = [m for m in MIXERS if m != REFERENCE]
+    rows, worst = [], []
+    load_before = load_average()
+    for threads in GRID["threads"]:
+        torch.set_num_threads(threads)
+        steps = {}
+        for d in GRID["d_models"]:
+            sized = argparse.Namespace(**{**vars(args), "d_model": d, "attention_heads": max(1, d // 16)})
+            steps.update({(d, T, m): make_step(m, T, sized) for T in GRID["lengths"] for m in MIXERS})
+        best = fastest(steps, args.rounds)
+        for d in GRID["d_models"]:
+            for T in GRID["lengths"]:
+                base = best[d, T, REFERENCE]
+                ratios = {m: best[d, T, m][1] / base[1] for m in recurrent}
+                rows.append([threads, d, T, f"{1000 * base[1]:.0f} ms"] + [f"{ratios[m]:.2f}x" for m in recurrent])
+                worst.append(max(ratios.values()))
+    load_after = load_average()
+    table = markdown_table(["threads", "d_model", "T", f"{REFERENCE} (CPU time)", *recurrent], rows)
+    verdict = "met" if max(worst) <= RATIO_TARGET else "MISSED"
+    text = f"{table}\n- slowest recurrent mixer: {max(worst):.2f}x attention (target <= {RATIO_TARGET}x): {verdict}\n"
+    print(text)
+    if args.quick:
+        return
+    body = (
+        f"Training step as in the sections above ({args.layers} layers, no MLP, vocabulary {args.vocab}, batch "
+        f"{args.batch}, {NUM_SCORED} scored positions), at every d_model, T and thread count of GRID in one process "
+        f"(the machine line names the last thread count); per thread count, fastest of {args.rounds} interleaved "
+        f"rounds after a warm-up round. Ratios of the process's CPU time per step (its threads together), the clock "
+        f"least disturbed by other load. glibc keeps freed memory: {kept}. Load average before/after: "
+        f"{load_before}/{load_after} on {os.cpu_count()} cores.\n\n{text}"
+    )
+    print(f"wrote {write_section(f'{SECTION}: ratios by size', body)}")
 
 
 def profile_steps(args: argparse.Namespace, steps: int = 3, top: int = 6) -> None:

@@ -6,7 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from loglinear.kernels import fenwick_level, level_matrix, num_levels
-from loglinear.kernels.fenwick import bit_length, fenwick_merge, state_bucket_levels, trailing_zeros
+from loglinear.kernels.fenwick import (
+    _bit_length_by_halving,
+    bit_length,
+    fenwick_merge,
+    state_bucket_levels,
+    trailing_zeros,
+)
 
 
 def test_num_levels_matches_definition():
@@ -36,6 +42,11 @@ def test_bit_length_and_trailing_zeros_are_exact(xs):
     assert bit_length(x).tolist() == [v.bit_length() for v in xs]
     tz = [(v & -v).bit_length() - 1 for v in xs]
     assert trailing_zeros(x).tolist() == tz
+
+
+@given(st.lists(st.integers(0, 2**63 - 1), min_size=1, max_size=50))
+def test_bit_length_traced_under_compile_is_exact(xs):
+    assert _bit_length_by_halving(torch.tensor(xs)).tolist() == [v.bit_length() for v in xs]
 
 
 @given(st.integers(0, 10**9), st.integers(1, 40), st.integers(1, 40))

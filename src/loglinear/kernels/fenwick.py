@@ -35,8 +35,20 @@ def fenwick_level(t: int, s: int) -> int:
 
 def bit_length(x: Tensor) -> Tensor:
     """Elementwise ``int.bit_length`` of a non-negative integer tensor (exact below 2^53)."""
+    if torch.compiler.is_compiling():
+        return _bit_length_by_halving(x)
     # frexp writes x = m * 2^e with m in [0.5, 1), so e is the bit length; frexp(0) gives e = 0.
     return torch.frexp(x.to(torch.float64)).exponent.to(torch.int64)
+
+
+def _bit_length_by_halving(x: Tensor) -> Tensor:
+    """`bit_length` in integer operations only (exact below 2^63), the form traced under torch.compile: inductor's
+    vectorised C++ code for frexp's int32 exponent does not compile (torch 2.13, AVX-512)."""
+    n = torch.zeros_like(x, dtype=torch.int64)
+    for k in (32, 16, 8, 4, 2, 1):
+        high = x >= (1 << k)
+        n, x = n + high * k, torch.where(high, x >> k, x)
+    return n + (x > 0)
 
 
 def trailing_zeros(p: Tensor) -> Tensor:
