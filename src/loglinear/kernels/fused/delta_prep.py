@@ -21,9 +21,10 @@ dG[t] += sum_s W[t,s], dG[s] -= sum_t W[t,s].
 One program handles one (b, h, chunk) with full K tiles, so K <= MAX_K = 64 and 16 <= C <= 64 (C a
 power of two): at K = 128 the backward asked for more shared memory than a block gets (360,448 bytes
 on sm_90a, 196,608 on sm_80, Triton 3.9); at K = 64 it asks for 131,072 and 65,536 (the offline test
-in tests/kernels/test_fused_compile.py reads the compiled size). Compiled for sm_90 with bf16 inputs
-(ptxas -v, no timing yet), the backward spills registers for C >= 32 or K >= 64; blocking over K
-would cut that if it shows in timings.
+in tests/kernels/test_fused_compile.py reads the compiled size). Compiled for sm_90a with bf16 inputs
+(ptxas -v, Triton 3.9, no timing yet), the backward spills registers at C = 64: about 1.4 KB per
+thread at K = 16 and 3.5 KB at K = 64 (benchmarks/RESULTS.md); blocking over K would cut that if it
+shows in timings.
 
 Transposes of a `tl.dot` result go through memory (`_transposed`), not `tl.trans`: Triton before
 3.7.1 miscompiles that transpose on Hopper for 64-wide blocks in tf32 (flash-linear-attention met it
