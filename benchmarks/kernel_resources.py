@@ -1,4 +1,4 @@
-"""Registers and spills of every fused kernel, compiled for an H100 (sm_90a) without a GPU.
+"""Registers, spills and shared memory of every fused kernel, compiled for an H100 (sm_90a) without a GPU.
 
 The launches are the operator's own: a child process runs log_linear_attn forward and backward in
 Triton's interpreter at each shape and records every kernel launch (tests/kernels/offline.py), so the
@@ -68,7 +68,7 @@ def launches() -> list[tuple[str, object]]:
 
 
 def resources(launch) -> list[object]:
-    """[registers/thread, spill store bytes, spill load bytes] of `launch` on sm_90a."""
+    """[registers/thread, spill store bytes, spill load bytes, shared memory bytes per block] of `launch` on sm_90a."""
     import triton
 
     from tests.kernels.offline import compile_launch
@@ -84,7 +84,7 @@ def resources(launch) -> list[object]:
                              capture_output=True, text=True, check=True).stderr
     regs = re.search(r"Used (\d+) registers", out)
     spills = re.search(r"(\d+) bytes spill stores, (\d+) bytes spill loads", out)
-    return [regs.group(1) if regs else "?", *(spills.groups() if spills else ("?", "?"))]
+    return [regs.group(1) if regs else "?", *(spills.groups() if spills else ("?", "?")), kernel.metadata.shared]
 
 
 def label(kernel: str) -> str:
@@ -108,13 +108,14 @@ def main() -> None:
     for shape, launch in launches():
         rows.append([label(launch.kernel), shape, dict(launch.options)["num_warps"], *resources(launch)])
         print(" | ".join(str(c) for c in rows[-1]), flush=True)
-    header = ["kernel", "shape", "warps", "registers/thread", "spill stores (B)", "spill loads (B)"]
+    header = ["kernel", "shape", "warps", "registers/thread", "spill stores (B)", "spill loads (B)", "shared (B)"]
     table = markdown_table(header, rows)
     print(table)
     if not args.quick:
         note = (f"Static: compiled for sm_90a with Triton {triton.__version__} and its ptxas, no GPU present "
                 "(bf16 inputs, lambda given; the launches the operator makes in a forward and backward pass). "
-                "Registers and spills per thread, not timings. One section per Triton version.\n\n")
+                "Registers and spills per thread and shared memory per block (an H100 block gets 232,448 bytes), not "
+                "timings. One section per Triton version.\n\n")
         write_section(f"kernel resources (sm_90a, static, Triton {triton.__version__})", note + table)
 
 

@@ -418,8 +418,11 @@ def doctor_main(argv: Sequence[str]) -> int:
         return 2
     import torch
 
-    if not torch.cuda.is_available():  # the kernels then run in Triton's interpreter, which is read when they load
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        # the kernels then run in Triton's interpreter, which Triton reads when its own modules load (torch may
+        # have loaded them already): a new process with it set
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        return subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, check=False).returncode
     from loglinear.kernels.doctor import run_doctor
 
     return 0 if run_doctor() else 1

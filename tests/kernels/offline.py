@@ -9,7 +9,9 @@ types) would first fail on a GPU. Two steps close that gap without one:
    constexprs' values and the launch options (num_warps) - exactly what the launchers chose.
 2. `python -m tests.kernels.offline LAUNCHES.json [--arch 90a]`, in a process without
    TRITON_INTERPRET: compiles each distinct launch for that architecture down to machine code (Triton
-   and the ptxas it ships) and exits 1 naming every launch that failed.
+   and the ptxas it ships), reads the shared memory each asks for per block (`metadata.shared`, what
+   the launch requests) and exits 1 naming every launch that failed to compile or asks for more than
+   that architecture's block gets (kernels/triton_limits.SHARED_MEMORY).
 
 A process cannot do both: `triton.jit` reads TRITON_INTERPRET when the kernel modules are imported.
 """
@@ -28,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
+
+from loglinear.kernels.triton_limits import SHARED_MEMORY
 
 FUSED = "loglinear.kernels.fused"
 KERNEL_MODULES = ("intra", "scan", "delta_prep")
@@ -135,24 +139,28 @@ def distinct(launches: list[Launch]) -> list[Launch]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Compile recorded fused-kernel launches for a GPU architecture.")
     parser.add_argument("launches", help="a JSON list of launches (Launch.to_json)")
-    parser.add_argument("--arch", default="90a", help="CUDA compute capability to compile for (default 90a, H100)")
+    parser.add_argument("--arch", default="90a", choices=sorted(SHARED_MEMORY),
+                        help="CUDA compute capability to compile for (default 90a, H100; 80, A100)")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error("unset TRITON_INTERPRET: the interpreter never compiles")
     import triton
 
+    limit = SHARED_MEMORY[args.arch]
     with open(args.launches) as f:
         launches = distinct([Launch.from_json(d) for d in json.load(f)])
     failed = []
     for launch in launches:
         start = time.perf_counter()
         try:
-            compile_launch(launch, args.arch)
+            shared = compile_launch(launch, args.arch).metadata.shared
+            if shared > limit:
+                raise MemoryError(f"asks for {shared} bytes of shared memory, sm_{args.arch} has {limit}")
         except Exception as e:  # every failure is reported; the exit status says there was one
             failed.append(launch.kernel)
             print(f"FAILED {launch.kernel} {dict(launch.constants)} {dict(launch.options)}\n  {type(e).__name__}: {e}")
             continue
-        print(f"ok {launch.kernel} ({time.perf_counter() - start:.1f} s)", flush=True)
+        print(f"ok {launch.kernel} {shared} B shared ({time.perf_counter() - start:.1f} s)", flush=True)
     print(f"{len(launches) - len(failed)} of {len(launches)} launches compiled for sm_{args.arch} "
           f"with Triton {triton.__version__}")
     return 1 if failed else 0

@@ -3,6 +3,10 @@ and its exit status (tests/conftest.py sets TRITON_INTERPRET=1, as the command d
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -43,3 +47,17 @@ def test_doctor_help_and_usage(capsys):
     assert main(["doctor", "--help"]) == 0
     assert "Exit status: 0 every check passed" in capsys.readouterr().out
     assert main(["doctor", "now"]) == 2
+
+
+@pytest.mark.parametrize("interpret", [None, "0"])
+def test_doctor_checks_in_the_interpreter_whether_or_not_the_environment_asks_for_it(interpret, tmp_path):
+    """Triton reads TRITON_INTERPRET when its modules load (torch may load them first): doctor sets it for a
+    new process rather than in its own."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    if interpret is not None:
+        env["TRITON_INTERPRET"] = interpret
+    env[CACHE_ENV] = str(tmp_path / "cache")
+    done = subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "self-check on cpu (Triton interpreter), float32: passed (closest: " in done.stdout

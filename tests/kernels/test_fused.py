@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from loglinear.kernels import LogLinearState, log_linear_attn, log_linear_attn_step, num_levels
 from loglinear.kernels.api import resolve_impl
+from loglinear.kernels.triton_limits import MAX_K
+from loglinear.kernels.variant import Variant
 
 pytest.importorskip("triton")
 from loglinear.kernels.fused.common import poison_outputs  # noqa: E402  (after the importorskip)
@@ -84,13 +86,17 @@ SHAPES = [  # B, T, H, HK, K, V
     (2, 37, 2, 1, 16, 32),
     (1, 70, 2, 2, 20, 16),
     (2, 50, 4, 2, 32, 24),
-    (1, 40, 1, 1, 128, 64),  # the inter-chunk kernel splits V into two blocks (partial sums of dR, dKd, dlam)
+    # the inter-chunk kernel splits V into two blocks (partial sums of dR, dKd, dlam), at each variant's largest K
+    (1, 40, 1, 1, 128, 64),
+    (1, 40, 1, 1, 64, 128),
 ]
 
 
-@pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
 @pytest.mark.parametrize("levels", [True, False], ids=["lam", "lam_none"])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "B{}T{}H{}HK{}K{}V{}".format(*s))
+@pytest.mark.parametrize("shape, delta", [(s, d) for s in SHAPES for d in (False, True)
+                                          if s[4] <= MAX_K[Variant.DELTA_RULE if d else Variant.SCALAR_DECAY]],
+                         ids=lambda x: ("gdn" if x else "mamba2") if isinstance(x, bool)
+                         else "B{}T{}H{}HK{}K{}V{}".format(*x))
 def test_forward_and_gradients_match_chunk(shape, levels, delta):
     xs, _ = make(*shape, delta=delta, levels=levels, seed=sum(shape))
     assert_close(xs, None)
@@ -175,8 +181,8 @@ def test_gqa_equals_expanded_heads_on_every_path():
 
 
 def test_delta_rule_limits_are_clear():
-    xs, _ = make(1, 8, 1, 1, 136, 16, delta=True)
-    with pytest.raises(ValueError, match="K <= 128"):
+    xs, _ = make(1, 8, 1, 1, 72, 16, delta=True)
+    with pytest.raises(ValueError, match="K <= 64"):
         log_linear_attn(*(None if x is None else x.float() for x in xs.values()), impl="triton")
     # a chunk size above the delta rule's limit is lowered, not refused
     xs, _ = make(1, 150, 1, 1, 16, 16, delta=True, seed=9)
@@ -185,6 +191,6 @@ def test_delta_rule_limits_are_clear():
 
 @pytest.mark.parametrize("chunk_size", [512, 1024])
 def test_chunk_sizes_above_the_level_limit_are_lowered(chunk_size):
-    # the in-kernel level computation covers chunks of up to 256 tokens: larger ones are lowered, not miscomputed
+    # the kernels use chunks of up to MAX_CHUNK = 64 tokens (shared memory): larger ones are lowered, not miscomputed
     xs, _ = make(1, 600, 1, 1, 16, 16, delta=False, seed=3)
     assert_close(xs, None, grads=True, chunk_size=chunk_size)

@@ -1,10 +1,14 @@
-"""Every launch the fused kernels make compiles for an H100 (sm_90a), with no GPU present.
+"""Every launch the fused kernels make compiles for an H100 (sm_90a) and an A100 (sm_80) and fits the shared
+memory of a block there, with no GPU present.
 
 The operator runs forward and backward over the variants that select different code (Mamba-2 and the
 delta rule, lambda given or None, the paper's and MQAR's head dims, bf16 / fp16 / fp32, chunk sizes,
 initial states); the launches it makes are recorded, then compiled by Triton down to machine code in a
-process without the interpreter (tests/kernels/offline.py). The interpreter tests check what the
-kernels compute; this checks that a GPU build accepts them.
+process without the interpreter (tests/kernels/offline.py), which also reads the shared memory each
+compiled kernel asks for. The interpreter tests check what the kernels compute; this checks that a GPU
+build accepts them and that they can launch. The cases include the largest blocks the kernels use
+(kernels/triton_limits.py: K = MAX_K of each variant, chunks of MAX_CHUNK, the widest block of V rows,
+bf16 and float32): the blocks, not K and V themselves, are what a compiled kernel's size depends on.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import pytest
 import torch
 
 from loglinear.kernels import LogLinearState, log_linear_attn, num_levels
+from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K, SHARED_MEMORY
+from loglinear.kernels.variant import Variant
 
 from .helpers import make_inputs
 
@@ -55,6 +61,10 @@ CASES = [
     Case(True, 16, 16, 2, True, torch.float32),
     Case(True, 16, 16, 2, False, torch.float32),
     Case(True, 16, 16, 1, True, torch.bfloat16, chunk=16),
+    # the largest blocks: K = MAX_K, the scan's widest V block (4096 // 16 rows at K = 16), float32
+    Case(False, 128, 128, 2, True, torch.float32),
+    Case(False, 16, 256, 1, True, torch.bfloat16),
+    Case(True, 64, 64, 2, True, torch.float32),
 ]
 
 
@@ -100,10 +110,28 @@ def test_the_cases_launch_every_kernel_in_every_mode(launches):
     assert {dict(la.constants)["C"] for la in distinct(launches) if la.kernel == "intra.intra_fwd_kernel"} == {16, 64}
 
 
-def test_every_launch_compiles_for_sm90a(launches, tmp_path):
-    result = compile_all(launches, tmp_path)
+def test_the_cases_reach_the_largest_blocks():
+    for variant in Variant:
+        assert max(c.K for c in CASES if c.delta == (variant is Variant.DELTA_RULE)) == MAX_K[variant]
+    assert max(c.chunk for c in CASES) == MAX_CHUNK and {torch.bfloat16, torch.float32} <= {c.dtype for c in CASES}
+
+
+@pytest.mark.parametrize("arch", sorted(SHARED_MEMORY))
+def test_every_launch_compiles_and_fits_a_block(launches, tmp_path, arch):
+    result = compile_all(launches, tmp_path, arch)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(distinct(launches))} of {len(distinct(launches))} launches compiled" in result.stdout
+
+
+def test_a_launch_over_the_shared_memory_fails_the_check(launches, tmp_path):
+    """Mamba-2's scan backward at K = 256 (beyond MAX_K): 167,936 bytes with Triton 3.9, over an A100's block."""
+    launch = next(la for la in launches if la.kernel == "scan.scan_bwd_kernel" and dict(la.constants)["HAS_LAM"]
+                  and not dict(la.constants)["MATRIX"] and dict(la.constants)["PREC"] == "tf32")
+    constants = tuple((n, {"BK": 256, "BV": 16}.get(n, v)) for n, v in launch.constants)
+    result = compile_all([Launch(launch.kernel, launch.types, constants, launch.options)], tmp_path, "80")
+    assert result.returncode == 1
+    assert "FAILED scan.scan_bwd_kernel" in result.stdout
+    assert "bytes of shared memory, sm_80 has 166912" in result.stdout
 
 
 def test_a_launch_the_compiler_rejects_fails_the_check(launches, tmp_path):

@@ -20,8 +20,11 @@ import pytest
 import torch
 
 from loglinear.kernels import LogLinearState, log_linear_attn, num_levels
+from loglinear.kernels.selfcheck import SelfCheckFailed, versions
+from loglinear.kernels.triton_limits import MAX_K, known_fault
+from loglinear.kernels.variant import Variant
 
-from .helpers import make_inputs
+from .helpers import make_inputs, rel_err
 
 pytest.importorskip("triton")
 from loglinear.kernels.fused.common import poison_outputs  # noqa: E402  (after the importorskip)
@@ -30,6 +33,9 @@ DEVICE = "cuda"
 B, H, CHUNK = 2, 4, 64
 # relative norm error bounds; bf16 gradients of g sum many terms of both signs, hence the looser bound
 TOL = {torch.float32: {"default": 1e-4}, torch.bfloat16: {"default": 2e-2, "dg": 4e-2}}
+LARGEST = 4.0
+"""The largest elementwise error (relative to the reference's largest magnitude) may be this many times the norm
+bound: a few elements computed from invalid memory are off by order 1, which the norm alone can let through."""
 
 
 @dataclass(frozen=True)
@@ -163,18 +169,32 @@ def compare(got: dict, want: dict, dtype: torch.dtype, label: str) -> None:
         bound = tol.get(name, tol["default"])
         if not errors[name] < bound:
             failures.append(f"{name}: relative norm error {errors[name]:.2e} >= {bound:g}")
+        largest = rel_err(x.double(), w.double())
+        if not largest < LARGEST * bound:
+            failures.append(f"{name}: largest element error {largest:.2e} >= {LARGEST * bound:g}")
     print(f"{label}: " + ", ".join(f"{n} {e:.1e}" for n, e in errors.items()))
     assert not failures, f"{label}:\n  " + "\n  ".join(failures)
 
 
 # ------------------------------------------------------------------------------------------------ tests
 
+def refused(delta: bool, dtype: torch.dtype) -> bool:
+    """Whether this GPU and Triton version are a known fault for the variant and dtype (triton_limits.py)."""
+    variant = Variant.DELTA_RULE if delta else Variant.SCALAR_DECAY
+    return known_fault(torch.cuda.get_device_capability(), versions()["triton"], variant, dtype) is not None
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
-@pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case, delta", [(c, d) for c in CASES for d in (False, True)
+                                         if c.K <= MAX_K[Variant.DELTA_RULE if d else Variant.SCALAR_DECAY]],
+                         ids=lambda x: str(x) if isinstance(x, Case) else ("gdn" if x else "mamba2"))
 def test_triton_matches_chunk(case, delta, dtype):
     p = make_problem(case, delta, dtype, seed_of(case, delta, dtype))
+    if refused(delta, dtype):
+        with pytest.raises(SelfCheckFailed, match="refused"):
+            run(p, "triton")
+        return
     got, want = run(p, "triton"), run(p, "chunk")
     assert got["o"].dtype == dtype and got["final_state.levels"].dtype == torch.float32
     compare(got, want, dtype, f"{case} {'gdn' if delta else 'mamba2'} {dtype}")
@@ -192,6 +212,8 @@ def test_gqa_groups_are_consecutive_heads(delta):
 @pytest.mark.gpu
 @pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
 def test_forward_is_deterministic(delta):
+    if refused(delta, torch.bfloat16):
+        pytest.skip("a known fault on this GPU and Triton version: refused")
     p = make_problem(Case(2048, 64, 128, 1, True, (37, 100)), delta, torch.bfloat16, seed_of("det-fwd", delta))
     a, b = run(p, "triton", grads=False), run(p, "triton", grads=False)
     for name in a:
@@ -201,6 +223,8 @@ def test_forward_is_deterministic(delta):
 @pytest.mark.gpu
 @pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
 def test_backward_is_deterministic(delta):
+    if refused(delta, torch.bfloat16):
+        pytest.skip("a known fault on this GPU and Triton version: refused")
     p = make_problem(Case(2048, 64, 128, 1, True, (37, 100)), delta, torch.bfloat16, seed_of("det-bwd", delta))
     a, b = run(p, "triton"), run(p, "triton")
     for name in a:
@@ -211,6 +235,8 @@ def test_backward_is_deterministic(delta):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
 @pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
 def test_long_sequence_strong_decays_stay_finite(delta, dtype):
+    if refused(delta, dtype):
+        pytest.skip("a known fault on this GPU and Triton version: refused")
     # T = 16384 (15 levels), g in (-20, 0]: in-chunk log decays reach about -640, far beyond float32's exp range
     case = Case(16384, 64, 64, 1, True)
     p = make_problem(case, delta, dtype, seed_of("long", delta, dtype), g_scale=20.0, batch=1)

@@ -28,6 +28,8 @@ from loglinear.kernels.selfcheck import (
     run_check,
     verdict,
 )
+from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K
+from loglinear.kernels.variant import Variant
 
 pytest.importorskip("triton")
 from loglinear.kernels.fused import function  # noqa: E402  (after the importorskip)
@@ -79,8 +81,12 @@ def test_the_cases_cover_what_the_check_promises():
     assert {c.delta for c in CASES} == {False, True}
     assert {c.levels for c in CASES} == {False, True}
     assert any(c.T % 2 for c in CASES)
-    assert all(c.K & (c.K - 1) and c.V & (c.V - 1) for c in CASES)  # not powers of two
-    assert all(c.HK < c.H for c in CASES)  # grouped heads
+    assert all(c.K & (c.K - 1) and c.V & (c.V - 1) for c in CASES[:4])  # not powers of two
+    for variant in Variant:  # the largest head dims the kernels take, over several 64-token chunks
+        delta = variant is Variant.DELTA_RULE
+        assert max(c.K for c in CASES if c.delta == delta) == MAX_K[variant]
+        assert any(c.delta == delta and c.chunk_size == MAX_CHUNK and c.T > 2 * MAX_CHUNK for c in CASES)
+    assert any(c.HK < c.H for c in CASES)  # grouped heads
     assert any(c.positions and len(set(c.positions)) > 1 for c in CASES)  # initial states at different positions
     assert len({c.chunk_size for c in CASES}) > 1
 
@@ -118,6 +124,46 @@ def test_a_non_finite_element_fails(monkeypatch):
 
     monkeypatch.setattr(function, "scan_forward", unwritten)
     assert f"{CASES[0]} (float32): final relative error nan" in run_check(CPU, torch.float32).failure
+
+
+def test_a_kernel_that_cannot_launch_fails(monkeypatch):
+    from triton.runtime.errors import OutOfResources
+
+    def too_large(*args):
+        raise OutOfResources(344064, 232448, "shared memory")
+
+    monkeypatch.setattr(function, "delta_prep", too_large)
+    failure = run_check(CPU, torch.float32).failure
+    assert failure.startswith(f"{CASES[1]} (float32): the fused kernels raised OutOfResources: ")
+    assert "shared memory" in failure
+
+
+def test_a_result_that_differs_between_identical_calls_fails(monkeypatch):
+    real, calls = function.scan_backward, []
+
+    def racy(*args):  # every other call has one element of dR off by a rounding error, as a race would
+        dR, *rest = real(*args)
+        calls.append(1)
+        if len(calls) % 2 == 0:
+            dR.view(-1)[0] += 1e-6 * dR.abs().max()
+        return (dR, *rest)
+
+    monkeypatch.setattr(function, "scan_backward", racy)
+    failure = run_check(CPU, torch.float32).failure
+    assert failure.startswith(f"{CASES[0]} (float32): not deterministic: dq differs between two identical calls")
+
+
+def test_one_wrong_element_fails_where_the_norm_would_let_it_through(monkeypatch):
+    real = function.intra_forward
+
+    def one_off(*args):
+        o = real(*args)
+        o.view(-1)[7] += 0.02 * o.abs().max()
+        return o
+
+    monkeypatch.setattr(function, "intra_forward", one_off)
+    monkeypatch.setattr(selfcheck, "_relative", lambda a, b: 0.0)  # the norm blinded: only the largest element sees it
+    assert f"{CASES[0]} (float32): o (largest element) relative error" in run_check(CPU, torch.float32).failure
 
 
 def test_auto_falls_back_to_chunk_with_one_warning_and_explicit_triton_raises(monkeypatch):

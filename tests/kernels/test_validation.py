@@ -132,9 +132,12 @@ def test_every_implementation_states_its_contract():
 
 def test_triton_limits_are_checked_at_the_entry():
     pytest.importorskip("triton")
-    wide = make_inputs(1, 4, 1, 129, 2, delta=True, dtype=torch.float32)
-    with pytest.raises(ValueError, match=r"impl='triton' with beta supports K <= 128, got K=129"):
+    wide = make_inputs(1, 4, 1, 65, 2, delta=True, dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"impl='triton' supports K <= 64 for delta rule .*, got K=65"):
         call(wide, impl="triton")
+    wider = make_inputs(1, 4, 1, 129, 2, delta=False, dtype=torch.float32)
+    with pytest.raises(ValueError, match=r"impl='triton' supports K <= 128 for scalar decay .*, got K=129"):
+        call(wider, impl="triton")
     with pytest.raises(TypeError, match="float64 inputs need impl='chunk'"):
         call(make_inputs(1, 4, 1, 2, 2, delta=False), impl="triton")
 

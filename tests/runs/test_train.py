@@ -95,6 +95,16 @@ def test_peak_gpu_memory_is_each_runs_own(tmp_path):
     assert 0 < small["peak_memory_bytes"] < large["peak_memory_bytes"]
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("mixer", ["attention", "log_linear_gated_deltanet"])
+def test_a_run_on_cuda_starts_in_a_fresh_process(mixer, tmp_path):
+    """In a new process nothing has touched CUDA before the run does (earlier tests in this one may have)."""
+    done = cli(*TINY, f"model.mixer={mixer}", "train.max_steps=10", "train.val_every=10", "train.accelerator=gpu",
+               f"out_dir={tmp_path / 'run'}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert read_result(tmp_path / "run")["peak_memory_bytes"] > 0
+
+
 def test_the_result_records_the_implementation_each_mixer_ran(tmp_path):
     result = train(tiny(tmp_path, "model.mixer=log_linear_mamba2", "train.max_steps=5", "train.val_every=5",
                         "train.accelerator=cpu"))

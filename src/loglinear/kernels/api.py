@@ -14,6 +14,7 @@ from loglinear.kernels.layout import expand_heads
 from loglinear.kernels.recurrent import recurrent_step
 from loglinear.kernels.selfcheck import CHECKED_DTYPES, Verdict, checked_impl, mode_of
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.triton_limits import unsupported
 from loglinear.kernels.variant import Variant
 
 
@@ -28,7 +29,7 @@ class Choice:
 
 def resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None, *, selfcheck: str | None = None) -> Choice:
     """`impl`, or for "auto": "triton" for CUDA tensors that are not float64 when triton is installed,
-    except for the delta rule with K > 128 (the fused preparation's limit), which falls back to "chunk";
+    except for head dims the fused kernels do not take (triton_limits.MAX_K), which fall back to "chunk";
     "chunk" everywhere else. Where "triton" would run on a CUDA device, the self-check decides first
     (kernels/selfcheck.py; `selfcheck`: its mode, None for LOGLINEAR_SELFCHECK): a failed check turns
     "auto" into "chunk" with one warning and makes an explicit "triton" raise `SelfCheckFailed`."""
@@ -39,12 +40,10 @@ def resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None, *, selfcheck:
         on_gpu = isinstance(q, Tensor) and q.is_cuda and q.dtype != torch.float64
         if not (on_gpu and triton_available()):
             return Choice("chunk")
-        from loglinear.kernels.fused.delta_prep import MAX_K
-
-        name = "chunk" if beta is not None and q.shape[-1] > MAX_K else "triton"
+        name = "chunk" if unsupported(q.shape[-1], Variant.of(beta)) else "triton"
     # an explicit "triton" the implementation refuses (no triton, float64) raises its own error when it runs
     if name == "triton" and q.is_cuda and q.dtype in CHECKED_DTYPES and triton_available():
-        return Choice(*checked_impl(impl, q.device, q.dtype, mode_of(selfcheck)))
+        return Choice(*checked_impl(impl, q.device, q.dtype, mode_of(selfcheck), Variant.of(beta)))
     return Choice(name)
 
 

@@ -20,6 +20,8 @@ from loglinear.kernels.selfcheck import (
     verdict,
     versions,
 )
+from loglinear.kernels.triton_limits import known_fault
+from loglinear.kernels.variant import Variant
 
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 """The dtypes checked on a CUDA device: float32, and bf16 (what bf16-mixed training, the GPU default, feeds in)."""
@@ -53,6 +55,10 @@ def run_doctor(emit: Callable[[str], None] = print) -> bool:
         for dtype in CUDA_DTYPES:
             picked = resolve_impl("auto", torch.zeros(1, 1, 1, 1, device=device, dtype=dtype)).name
             emit(f"{device}: auto uses {picked} for {dtype_name(dtype)}")
+            for variant in Variant:
+                fault = known_fault((major, minor), versions()["triton"], variant, dtype)
+                if fault is not None:
+                    emit(f"{device}: refused by version, auto uses chunk there: {fault}")
     return well
 
 

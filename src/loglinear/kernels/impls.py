@@ -17,6 +17,7 @@ from loglinear.kernels.layout import expand_heads
 from loglinear.kernels.naive import naive_log_linear_attn
 from loglinear.kernels.recurrent import recurrent_log_linear_attn
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.triton_limits import unsupported
 from loglinear.kernels.variant import Variant
 
 Impl = Callable[..., tuple[Tensor, LogLinearState]]
@@ -65,10 +66,9 @@ def _check_triton(q: Tensor, variant: Variant) -> None:
         raise ValueError(f"impl='triton' runs on CUDA tensors (or on CPU with TRITON_INTERPRET=1); q is on {q.device}")
     if q.dtype == torch.float64:
         raise TypeError("impl='triton' computes in float32; float64 inputs need impl='chunk' (or 'naive')")
-    from loglinear.kernels.fused.delta_prep import MAX_K
-
-    if variant is Variant.DELTA_RULE and q.shape[-1] > MAX_K:
-        raise ValueError(f"impl='triton' with beta supports K <= {MAX_K}, got K={q.shape[-1]}; use impl='chunk'")
+    refusal = unsupported(q.shape[-1], variant)
+    if refusal:
+        raise ValueError(refusal)
 
 
 _FLOATS = "bf16, fp16, fp32 (computed in float32) and float64 (computed in float64)"
@@ -88,8 +88,8 @@ IMPLS: dict[str, Implementation] = {
     "triton": Implementation(
         _triton, "bf16, fp16, fp32 on CUDA (or CPU with TRITON_INTERPRET=1), accumulated in float32; float64 refused",
         "read in place",
-        "a power of two used as min(max(chunk_size, 16), 256) (16: tl.dot's minimum, 256 = LEVEL_OF_LIMIT: the "
-        "in-kernel level computation's maximum), at most 64 for the delta rule; the delta rule needs K <= 128",
+        "a power of two used as min(max(chunk_size, 16), 64) (16: tl.dot's minimum, 64 = MAX_CHUNK: larger blocks "
+        "do not fit a GPU block's shared memory); K <= 128 (Mamba-2) or 64 (the delta rule)",
         "initial state (with gradients); final state always computed",
         check=_check_triton, reads_grouped_heads=True,
     ),

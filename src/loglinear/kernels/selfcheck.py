@@ -34,6 +34,8 @@ from torch import Tensor
 from loglinear.kernels.fenwick import num_levels
 from loglinear.kernels.impls import run_impl
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.triton_limits import known_fault
+from loglinear.kernels.variant import Variant
 
 MODE_ENV = "LOGLINEAR_SELFCHECK"
 CACHE_ENV = "LOGLINEAR_CACHE_DIR"
@@ -68,9 +70,13 @@ CASES = (
     Case(1, 21, 2, 1, 20, 12, delta=True, levels=True, positions=(18,), chunk_size=16),
     Case(1, 97, 2, 1, 20, 12, delta=False, levels=False, positions=(5,), chunk_size=64),
     Case(1, 45, 2, 1, 20, 12, delta=True, levels=False, positions=None, chunk_size=32),
+    # 64-token chunks over several chunks, at the largest head dims the kernels take (triton_limits.MAX_K)
+    Case(2, 150, 2, 2, 16, 16, delta=True, levels=True, positions=(37, 100), chunk_size=64),
+    Case(1, 130, 2, 1, 64, 24, delta=True, levels=False, positions=(37,), chunk_size=64),
+    Case(1, 200, 2, 1, 128, 20, delta=False, levels=True, positions=(5,), chunk_size=64),
 )
-"""Small enough for Triton's interpreter on a CPU (seconds) and, by their size, for well under a second on a GPU
-besides compiling (not yet timed there)."""
+"""Small enough for Triton's interpreter on a CPU (tens of seconds) and, by their size, for well under a second on
+a GPU besides compiling (not yet timed there)."""
 
 # Tolerances. A correct fused path differs from the float32 chunk reference by rounding only:
 # - the rounding of its inputs and outputs in the dtype, which chunk run in that dtype shows too, so it is
@@ -111,6 +117,8 @@ def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] 
                 except Exception as e:  # a compile error, a launch failure: the kernels cannot run here
                     return Outcome(f"{where}: the fused kernels raised {type(e).__name__}: {_first_line(e)}",
                                    closest)
+                if isinstance(errors, str):
+                    return Outcome(f"{where}: {errors}", closest)
                 for quantity, error, tolerance in errors:
                     if not error <= tolerance:  # NaN (an element no kernel wrote) fails too
                         return Outcome(f"{where}: {quantity} relative error {error:.1e}, tolerance {tolerance:.1e}",
@@ -121,19 +129,29 @@ def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] 
     return Outcome(None, closest)
 
 
-def _compare(case: Case, seed: int, device: torch.device, dtype: torch.dtype) -> list[tuple[str, float, float]]:
-    """(quantity, relative error of triton against the float32 chunk reference, tolerance) per quantity."""
+def _compare(case: Case, seed: int, device: torch.device,
+             dtype: torch.dtype) -> list[tuple[str, float, float]] | str:
+    """(quantity, relative error of triton against the float32 chunk reference, tolerance) per quantity and
+    per measure (the norm of the error, and its largest element), or what differed between two identical
+    triton calls (the first of them the first at this shape)."""
     from loglinear.kernels.fused.common import dot_precision, poison_outputs
 
     inputs, state, weights = _inputs(case, seed, device, dtype)
     with poison_outputs():  # an element a kernel forgets to write comes back as NaN
         got = _outputs("triton", case, inputs, state, weights, dtype)
+        again = _outputs("triton", case, inputs, state, weights, dtype)
+    for name in got:
+        if not _identical(got[name], again[name]):
+            largest = float((got[name].double() - again[name].double()).abs().nan_to_num(float("inf")).max())
+            return (f"not deterministic: {name} differs between two identical calls (largest difference "
+                    f"{largest:.1e})")
     reference = _outputs("chunk", case, inputs, state, weights, torch.float32)
     exact = _outputs("chunk", case, inputs, state, weights, torch.float64)
     own = reference if dtype == torch.float32 else _outputs("chunk", case, inputs, state, weights, dtype)
     dot_roundoff = 2.0**-24 if dot_precision(dtype) == "ieee" else 2.0**-11
-    return [(name, _relative(got[name], reference[name]),
-             SLACK * max(_relative(own[name], exact[name]), dot_roundoff)) for name in reference]
+    return [(f"{name}{label}", measure(got[name], reference[name]),
+             SLACK * max(measure(own[name], exact[name]), dot_roundoff))
+            for name in reference for label, measure in (("", _relative), (" (largest element)", _largest))]
 
 
 def _inputs(case: Case, seed: int, device: torch.device, dtype: torch.dtype):
@@ -188,6 +206,20 @@ def _relative(a: Tensor, b: Tensor) -> float:
     return float((a - b).norm() / b.norm().clamp_min(1e-30))
 
 
+def _largest(a: Tensor, b: Tensor) -> float:
+    """max |a - b| / max |b| in float64 (NaN when `a` has a non-finite entry): a few wrong elements that the
+    norm hides show here."""
+    a, b = a.double(), b.double()
+    if not bool(torch.isfinite(a).all()):
+        return float("nan")
+    return float((a - b).abs().max() / b.abs().max().clamp_min(1e-30))
+
+
+def _identical(a: Tensor, b: Tensor) -> bool:
+    """Bitwise the same values (NaN where the other has NaN)."""
+    return bool(((a == b) | (a.isnan() & b.isnan())).all())
+
+
 def _first_line(e: Exception) -> str:
     text = str(e).strip().splitlines()
     return text[0][:300] if text else ""
@@ -214,7 +246,8 @@ class Verdict:
     """The self-check's verdict for one key (device, versions, dtype).
 
     status: "passed", "failed" or "skipped" (the check was turned off); source: "run" (this process ran
-    it), "cache" (read from `path`) or "skip"; path: the file that stores it (None when skipped).
+    it), "cache" (read from `path`), "skip" or "known fault" (refused by version, kernels/triton_limits.py);
+    path: the file that stores it (None when skipped or refused by version).
     """
 
     status: str
@@ -231,6 +264,9 @@ class Verdict:
                 "failure": self.failure, "source": self.source, "checked_at": self.checked_at, "path": self.path}
 
     def message(self, consequence: str) -> str:
+        if self.source == "known fault":
+            return (f"the fused Triton kernels are refused on {self.key['device']} ({self.key['dtype']}): "
+                    f"{self.failure}. {consequence}; another Triton version lifts the refusal.")
         return (f"the fused Triton kernels failed their self-check on {self.key['device']} ({self.key['dtype']}): "
                 f"{self.failure}. {consequence}. The verdict is stored in {self.path}; {MODE_ENV}=force checks "
                 f"again (so does `loglinear doctor`), {MODE_ENV}=skip runs the kernels unchecked.")
@@ -321,17 +357,28 @@ def verdict(device: torch.device, dtype: torch.dtype, mode: str = "auto") -> Ver
     return _VERDICTS[slot]
 
 
-def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode: str) -> tuple[str, Verdict]:
+def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode: str,
+                 variant: Variant = Variant.SCALAR_DECAY) -> tuple[str, Verdict]:
     """The implementation to run where "triton" was chosen (`requested` "auto" or "triton"), and the verdict
-    behind it: "triton" unless the check failed; then "chunk" with one warning for "auto", and
-    `SelfCheckFailed` for an explicit "triton"."""
-    found = verdict(device, dtype, mode)
-    if found.status != "failed":
-        return "triton", found
+    behind it: "triton" unless the check failed or a known fault (kernels/triton_limits.py) covers this GPU,
+    Triton version, variant and dtype; then "chunk" with one warning for "auto", and `SelfCheckFailed` for an
+    explicit "triton"."""
+    fault = None
+    if device.type == "cuda":
+        fault = known_fault(torch.cuda.get_device_capability(device), versions()["triton"], variant, dtype)
+    if fault is not None:
+        key = cache_key(device, dtype)
+        found = Verdict("failed", key, None, "known fault", f"a known fault: {fault}")
+        slot = f"known fault: {fault}"
+    else:
+        found = verdict(device, dtype, mode)
+        slot = str(found.path)
+        if found.status != "failed":
+            return "triton", found
     if requested == "triton":
         raise SelfCheckFailed(found.message("impl='triton' refuses to run them"))
-    if found.path not in _WARNED:
-        _WARNED.add(str(found.path))
+    if slot not in _WARNED:
+        _WARNED.add(slot)
         warnings.warn(found.message("impl='auto' uses 'chunk' on this device instead"), SelfCheckWarning,
                       stacklevel=4)
     return "chunk", found

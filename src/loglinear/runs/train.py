@@ -243,6 +243,7 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
         trainer = _trainer(cfg, out, metrics, callbacks, quiet)
         device = trainer.strategy.root_device
         if device.type == "cuda":
+            torch.cuda.init()  # a fresh process has no CUDA state yet, and resetting its statistics needs one
             torch.cuda.reset_peak_memory_stats(device)  # this run's peak, not an earlier one's in this process
         trainer.fit(module, datamodule=datamodule, ckpt_path=None if resume is None else resume.path)
         if stop.requested:  # the signal came in the last step: the run resumes from its last checkpoint

@@ -18,11 +18,19 @@ intermediates and applies the chain rule in reverse; with dX = dTb diag(beta) th
 gradient is dLm = -strictly_lower(X^T dX X^T), and a gradient W = dMS * MS flows to G as
 dG[t] += sum_s W[t,s], dG[s] -= sum_t W[t,s].
 
-One program handles one (b, h, chunk) with full K tiles: the largest register tile is K x K
-(16K float32 at K = 128), so K <= 128 and 16 <= C <= 64 (C a power of two). Compiled for sm_90
-with bf16 inputs (ptxas -v, Triton 3.9, no timing yet), the backward spills registers for C >= 32
-or K >= 64: about 0.8 KB per thread at C = 64, K = 32 and 5 KB at C = 64, K = 128; blocking over
-K would cut that if it shows in timings.
+One program handles one (b, h, chunk) with full K tiles, so K <= MAX_K = 64 and 16 <= C <= 64 (C a
+power of two): at K = 128 the backward asked for more shared memory than a block gets (360,448 bytes
+on sm_90a, 196,608 on sm_80, Triton 3.9); at K = 64 it asks for 131,072 and 65,536 (the offline test
+in tests/kernels/test_fused_compile.py reads the compiled size). Compiled for sm_90a with bf16 inputs
+(ptxas -v, Triton 3.9, no timing yet), the backward spills registers at C = 64: about 1.4 KB per
+thread at K = 16 and 3.5 KB at K = 64 (benchmarks/RESULTS.md); blocking over K would cut that if it
+shows in timings.
+
+Transposes of a `tl.dot` result go through memory (`_transposed`), not `tl.trans`: Triton before
+3.7.1 miscompiles that transpose on Hopper for 64-wide blocks in tf32 (flash-linear-attention met it
+in its gated delta-rule backward: wrong dk, dg, dbeta, right dq and dv, right in float32), exactly
+the symptom this backward showed on an H100 with Triton 3.6. Not yet run on a GPU: the combination
+stays refused by version (kernels/triton_limits.py).
 """
 
 from __future__ import annotations
@@ -35,8 +43,10 @@ from torch.autograd.function import once_differentiable
 
 from loglinear.kernels.fused.common import alloc, dot_precision, pow2, slot_rows
 from loglinear.kernels.layout import ChunkLayout, sum_head_groups
+from loglinear.kernels.triton_limits import MAX_K as TRITON_MAX_K
+from loglinear.kernels.variant import Variant
 
-MAX_K = 128
+MAX_K = TRITON_MAX_K[Variant.DELTA_RULE]
 MAX_C = 64
 
 
@@ -54,6 +64,16 @@ def _store_rows(ptr, x, b, t, valid, head, T, NH, K: tl.constexpr, BK: tl.conste
     kk = tl.arange(0, BK)
     off = ((b * T + t).to(tl.int64) * NH + head)[:, None] * K + kk[None, :]  # (C, BK)
     tl.store(ptr + off, x, mask=valid[:, None] & (kk < K)[None, :])
+
+
+@triton.jit
+def _transposed(x, scratch, R: tl.constexpr, S: tl.constexpr):
+    """x^T (S, R) of an (R, S) tile, through this program's scratch (R * S float32) in memory (module docstring)."""
+    r, s = tl.arange(0, R), tl.arange(0, S)
+    tl.debug_barrier()  # an earlier transpose has read the scratch
+    tl.store(scratch + r[:, None] * S + s[None, :], x)
+    tl.debug_barrier()
+    return tl.load(scratch + s[:, None] + r[None, :] * S)
 
 
 @triton.jit
@@ -127,6 +147,7 @@ def _delta_prep_bwd_kernel(
     q_ptr, k_ptr, G_ptr, beta_ptr, shift_ptr,  # as in the forward kernel
     dA_ptr, dR_ptr, dKd_ptr, dP_ptr,  # upstream gradients, shaped like A, R, Kd, P (unused where HAS_* is False)
     dq_ptr, dk_ptr, dG_ptr, dbeta_ptr,  # dq, dk (B, T, H, K) per v-head; dG (B, H, N*C); dbeta (B, T, H); float32
+    scratch_ptr,  # (B, H, N, C * max(C, BK)) float32, each program's own, for `_transposed`
     T, N,
     H: tl.constexpr, HK: tl.constexpr, K: tl.constexpr, C: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
     HAS_DA: tl.constexpr, HAS_DR: tl.constexpr, HAS_DKD: tl.constexpr, HAS_DP: tl.constexpr,
@@ -134,6 +155,7 @@ def _delta_prep_bwd_kernel(
     """One (chunk, b*H + h) program: recompute the chunk's forward, then dq, dk, dG, dbeta of that chunk."""
     i, b, h, rows, kk, chunk, t, valid = _program(shift_ptr, T, N, H, C, BK)
     G, beta, MS, S, KK, X = _chunk_solve(q_ptr, k_ptr, G_ptr, beta_ptr, b, h, i, t, valid, T, N, H, HK, K, C, BK, PREC)
+    scratch = scratch_ptr + chunk * C * (C if C > BK else BK)
 
     Tb = X * beta[None, :]  # (C, C)
     Aq = S * MS  # (C, C)
@@ -166,11 +188,11 @@ def _delta_prep_bwd_kernel(
         dQ += eG[:, None] * dR
         deG += tl.sum(Q * dR, 1)
         dA -= tl.dot(dR, tl.trans(eG[:, None] * Kc), input_precision=PREC)
-        dKe -= tl.dot(tl.trans(tl.dot(Aq, Tb, input_precision=PREC)), dR, input_precision=PREC)
+        dKe -= tl.dot(_transposed(tl.dot(Aq, Tb, input_precision=PREC), scratch, C, C), dR, input_precision=PREC)
 
     # A = Aq Tb, Kd = Tb^T Kg with Kg = gamma * Kc; Ke and Kg pass their gradients on to Kc and G
-    dTb = tl.dot(tl.trans(Aq), dA, input_precision=PREC)
-    dTb += tl.dot(gamma[:, None] * Kc, tl.trans(dKd), input_precision=PREC)  # (C, C)
+    dTb = tl.dot(_transposed(Aq, scratch, C, C), dA, input_precision=PREC)
+    dTb += tl.dot(gamma[:, None] * Kc, _transposed(dKd, scratch, C, BK), input_precision=PREC)  # (C, C)
     dKg = tl.dot(Tb, dKd, input_precision=PREC)  # (C, BK)
     dK = eG[:, None] * dKe + gamma[:, None] * dKg  # (C, BK)
     deG += tl.sum(Kc * dKe, 1)
@@ -182,7 +204,8 @@ def _delta_prep_bwd_kernel(
     dAq = tl.dot(dA, tl.trans(Tb), input_precision=PREC)  # (C, C)
     dS = dAq * MS  # (C, C)
     dQ += tl.dot(dS, Kc, input_precision=PREC)
-    dK += tl.dot(tl.trans(dS), _rows(q_ptr, b, t, valid, h // (H // HK), T, HK, K, BK), input_precision=PREC)
+    dK += tl.dot(_transposed(dS, scratch, C, C), _rows(q_ptr, b, t, valid, h // (H // HK), T, HK, K, BK),
+                 input_precision=PREC)
     W = dS * S  # (C, C)
     dG += tl.sum(W, 1) - tl.sum(W, 0)
 
@@ -192,7 +215,7 @@ def _delta_prep_bwd_kernel(
     dLm = tl.where(rows[:, None] > rows[None, :], dLm, 0.0) * MS  # (C, C) gradient of beta[t] KK
     dbeta += tl.sum(dLm * KK, 1)
     dKK = dLm * beta[:, None]  # (C, C)
-    dK += tl.dot(dKK + tl.trans(dKK), Kc, input_precision=PREC)
+    dK += tl.dot(dKK + _transposed(dKK, scratch, C, C), Kc, input_precision=PREC)
     W = dKK * KK  # (C, C)
     dG += tl.sum(W, 1) - tl.sum(W, 0)
 
@@ -259,10 +282,11 @@ class _DeltaPrep(torch.autograd.Function):
         dk = alloc(B, T, H, K, like=q)
         dG = alloc(B, H, N * C, like=q)
         dbeta = alloc(B, T, H, like=q)
+        scratch = alloc(B, H, N, C * max(C, _meta(q, beta, layout)["BK"]), like=q)
         grads = [None if d is None else d.float().contiguous() for d in (dA, dR, dKd, dP)]
         dA, dR, dKd, dP = (q if d is None else d for d in grads)  # q stands in for absent gradients (never read)
         _delta_prep_bwd_kernel[(N, B * H)](
-            q, k, G, beta, layout.shift, dA, dR, dKd, dP, dq, dk, dG, dbeta, T, N,
+            q, k, G, beta, layout.shift, dA, dR, dKd, dP, dq, dk, dG, dbeta, scratch, T, N,
             HAS_DA=grads[0] is not None, HAS_DR=grads[1] is not None,
             HAS_DKD=grads[2] is not None, HAS_DP=grads[3] is not None,
             **_meta(q, beta, layout),

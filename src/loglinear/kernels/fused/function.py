@@ -19,12 +19,12 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
-from loglinear.kernels.fused.common import LEVEL_OF_LIMIT
-from loglinear.kernels.fused.delta_prep import MAX_C, delta_prep
+from loglinear.kernels.fused.delta_prep import delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
 from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
 from loglinear.kernels.state import LogLinearState
+from loglinear.kernels.triton_limits import MAX_CHUNK
 from loglinear.kernels.variant import Variant
 
 MIN_CHUNK = 16  # tl.dot needs blocks of at least 16
@@ -78,11 +78,9 @@ def fused_log_linear_attn(
     delta = variant is Variant.DELTA_RULE
     B, T, H, V = v.shape
     dev = v.device
-    # chunks are at most LEVEL_OF_LIMIT long (the in-kernel level computation), MAX_C for the delta rule's
-    # preparation: a smaller chunk changes nothing but rounding
-    chunk_size = min(chunk_size, LEVEL_OF_LIMIT)
-    if delta:
-        chunk_size = min(chunk_size, MAX_C)
+    # chunks are at most MAX_CHUNK long (larger blocks do not fit a block's shared memory): a smaller chunk
+    # changes nothing but rounding
+    chunk_size = min(chunk_size, MAX_CHUNK)
     C = max(MIN_CHUNK, min(chunk_size, 1 << (T - 1).bit_length()))
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
     layout = ChunkLayout.build(p0, T, C)
