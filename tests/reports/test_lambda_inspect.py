@@ -17,6 +17,7 @@ from loglinear.models import LAMBDA_PARAMS
 from loglinear.models.lambda_levels import capture_lambda, lambda_heads
 from loglinear.reports.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
 from loglinear.reports.lambda_plots import REPORT
+from loglinear.reports.lambda_recall import RECALL_CSV
 from loglinear.runs.config import load_run_config, to_yaml
 from loglinear.runs.folder import write_json_atomic
 from loglinear.runs.lit import LitLanguageModel
@@ -143,9 +144,14 @@ def test_sweep_report_lambda_draws_one_figure_per_cell(tmp_path, capsys):
     report = (out / REPORT).read_text()
     assert report.count("| softplus | 0.01 |") == 2 and report.count("| static | 0.01 |") == 2
     assert "lambda_log_linear_mamba2_d16.png" in report
-    csv_times = [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs]
+    assert report.count("effective weight per level at the recall positions (1 runs)") == 4  # per λ and cell
+    tables = [run_dir(out, r.run_id) / name for r in runs for name in (LEVELS_CSV, RECALL_CSV)]
+    csv_times = [path.stat().st_mtime_ns for path in tables]
     assert main(["sweep", "report", str(out), "--lambda"]) == 0  # a second report reuses the tables
-    assert [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs] == csv_times
+    assert [path.stat().st_mtime_ns for path in tables] == csv_times
+    (run_dir(out, runs[0].run_id) / RECALL_CSV).unlink()  # a table written before the recall one: inspected again
+    assert main(["sweep", "report", str(out), "--lambda"]) == 0
+    assert (run_dir(out, runs[0].run_id) / RECALL_CSV).is_file()
 
 
 @pytest.mark.gpu
