@@ -360,7 +360,9 @@ INSPECT_HELP = """\
 Where lambda puts its weight in a trained log-linear run: loads RUN_DIR's config.yaml and last.ckpt,
 runs the run's validation data through the model and writes RUN_DIR/lambda_levels.csv (per layer,
 head and level: mean, std and quantiles of lambda over the tokens where the level is occupied, and
-the mean effective weight) and RUN_DIR/lambda_levels.png. Exit status: 0 written, 1 a full disk or a
+the mean effective weight), RUN_DIR/lambda_levels.png and, for MQAR, RUN_DIR/lambda_recall.csv (the
+effective weight of each level at the queries, by the level holding the recalled key, beside its
+lambda = 1 control). Exit status: 0 written, 1 a full disk or a
 folder that cannot be written, 2 not a log-linear run, no checkpoint, a config.yaml or checkpoint that
 cannot be read or do not match, or bad arguments, 130 interrupted.
 """

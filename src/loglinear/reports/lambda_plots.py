@@ -1,5 +1,6 @@
 """Figures of lambda per Fenwick level: one run's (`loglinear inspect`) and, per sweep cell, the lambda
-parameterisations side by side with their accuracy (`loglinear sweep report OUT --lambda`).
+parameterisations side by side with their accuracy, each seed drawn, and for MQAR the effective weight per level at
+the recall positions (reports/lambda_recall.py) (`loglinear sweep report OUT --lambda`).
 
 matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/plots.py.
 """

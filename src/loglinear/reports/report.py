@@ -1,11 +1,11 @@
 """`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv`
 (the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
 solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
-them, accuracy by test length, the missing or failed runs, then the comparisons: the declared primary
-tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
-(with a note under the first table when they differ), and the equal-state comparison when the sweep has
-one) and PNG plots (with the MQAR accuracy against state size). docs/reports.md describes the protocol and
-the statistics."""
+them, the ranking of the λ parameterisations when λ varies, accuracy by test length, the missing or failed
+runs, then the comparisons: the declared primary tested alone at alpha, the secondaries with what survives
+Holm, the operator implementations the runs ran (with a note under the first table when they differ), and
+the equal-state comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state
+size). docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
