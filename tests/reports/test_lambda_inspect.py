@@ -16,7 +16,7 @@ from loglinear.kernels import num_levels
 from loglinear.models import LAMBDA_PARAMS
 from loglinear.models.lambda_levels import capture_lambda, lambda_heads
 from loglinear.reports.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
-from loglinear.reports.lambda_plots import REPORT
+from loglinear.reports.lambda_plots import REPORT, Profile, cell_figure
 from loglinear.reports.lambda_recall import RECALL_CSV
 from loglinear.runs.config import load_run_config, to_yaml
 from loglinear.runs.folder import write_json_atomic
@@ -163,3 +163,17 @@ def test_cuda_matches_cpu(tmp_path):
         assert (a.layer, a.head, a.level, a.tokens) == (b.layer, b.head, b.level, b.tokens)
         assert a.mean == pytest.approx(b.mean, rel=1e-3, abs=1e-5)
         assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)
+
+
+def test_the_cell_figure_draws_every_seed_and_the_median_per_parameterisation():
+    runs = {"softplus": [Profile([0, 1, 2], [0.7, 0.6 + 0.1 * i, 0.5], [0.5, 0.3, 0.2]) for i in range(3)],
+            "static": [Profile([0, 1], [1.0, 2.0 + i], [0.6, 0.4]) for i in range(2)]}
+    fig = cell_figure("cell", runs, {"softplus": "50.0 (1.0)", "static": "40.0 (2.0)"})
+    axes = fig.axes
+    assert len(axes) == 4 and axes[0].get_title() == "softplus: 50.0 (1.0)"
+    for col, name in enumerate(runs):
+        for row_axes in (axes[col], axes[2 + col]):
+            lines = row_axes.get_lines()
+            assert len(lines) == len(runs[name]) + 1  # one per seed, then the median
+    median = axes[0].get_lines()[-1]
+    assert list(median.get_ydata()) == pytest.approx([0.7, 0.7, 0.5])
