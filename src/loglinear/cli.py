@@ -171,7 +171,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write results.csv, table.md and plots of a sweep folder")
     report.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
     report.add_argument("--lambda", dest="lambda_levels", action="store_true",
-                        help="also inspect every log-linear run and plot lambda by level per cell (lambda_levels.md)")
+                        help="also inspect the log-linear runs each cell reports and plot lambda by level per cell "
+                             "(lambda_levels.md)")
     report.set_defaults(command=_report)
 
     wandb = commands.add_parser("wandb", help="write a wandb sweep file whose runs are `loglinear train` commands")

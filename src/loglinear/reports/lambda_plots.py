@@ -145,17 +145,20 @@ def inspect_and_plot(run_dir: str | Path, device: str = "auto", max_batches: int
 
 
 def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Path], dict[str, str]]:
-    """Inspect every finished log-linear run of the sweep in `out` (reusing a lambda_levels.csv newer than the
-    run's checkpoint) and write one figure per cell and `lambda_levels.md`; returns (written, {what: why skipped})."""
+    """Inspect every finished log-linear run the cells report (each λ at its selected learning rate; reusing the
+    tables newer than the run's checkpoint) and write one figure per cell and `lambda_levels.md`; returns
+    (written, {what: why skipped})."""
     out = Path(out)
     sweep = load_sweep(out)
     records = [r for r in sweep.records if is_log_linear(r.mixer)]
     if not records:
         return [], {"lambda figures": "the sweep has no log-linear run"}
+    cells = {key: sweep.select(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+             for key, cell_records in _cells(sweep, records).items()}
     profiles: dict[str, Profile] = {}
     recalls: dict[str, list[RecallRow]] = {}
     skipped: dict[str, str] = {}
-    for record in records:
+    for record in (r for by_lambda in cells.values() for cell in by_lambda.values() for r in cell.runs):
         folder = run_dir(out, record.run_id)
         if record.status not in FINISHED:
             skipped[f"runs/{record.run_id}"] = f"not finished ({record.status})"
@@ -172,8 +175,7 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         profiles[record.run_id] = profile_of(rows)
         recalls[record.run_id] = recall
     written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
-    for (title, slug), cell_records in _cells(sweep, records).items():
-        by_lambda = sweep.select(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+    for (title, slug), by_lambda in cells.items():
         shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles]
                  for name, cell in by_lambda.items()}
         shown = {name: runs for name, runs in shown.items() if runs}
