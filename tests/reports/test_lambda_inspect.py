@@ -158,12 +158,17 @@ def test_sweep_report_lambda_draws_one_figure_per_cell(tmp_path, capsys):
 @pytest.mark.gpu
 def test_cuda_matches_cpu(tmp_path):
     make_run(tmp_path / "run")  # impl auto: the fused kernels on the GPU
-    cpu = inspect_run(tmp_path / "run", device="cpu").rows
-    gpu = inspect_run(tmp_path / "run", device="cuda").rows
-    for a, b in zip(cpu, gpu, strict=True):
+    cpu = inspect_run(tmp_path / "run", device="cpu")
+    gpu = inspect_run(tmp_path / "run", device="cuda")
+    for a, b in zip(cpu.rows, gpu.rows, strict=True):
         assert (a.layer, a.head, a.level, a.tokens) == (b.layer, b.head, b.level, b.tokens)
         assert a.mean == pytest.approx(b.mean, rel=1e-3, abs=1e-5)
         assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)
+    assert cpu.recall_rows
+    for a, b in zip(cpu.recall_rows, gpu.recall_rows, strict=True):
+        assert (a.layer, a.head, a.key_level, a.level, a.queries) == (b.layer, b.head, b.key_level, b.level, b.queries)
+        assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)
+        assert a.uniform_mean == pytest.approx(b.uniform_mean, rel=1e-3, abs=1e-5)
 
 
 def test_the_cell_figure_draws_every_seed_and_the_median_per_parameterisation():
