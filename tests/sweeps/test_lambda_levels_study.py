@@ -44,6 +44,14 @@ def test_the_study_crosses_five_lambdas_of_each_log_linear_mixer_with_the_same_r
     assert design.seeds == 8 and design.power == pytest.approx(0.83, abs=0.005)
 
 
+def test_the_reference_arms_are_the_levels_study_runs():
+    """The header's claim: the base mixers and softplus arms have mqar_levels_cpu's run ids (reusable folders)."""
+    levels = {r.run_id for r in expand(load_spec(SPEC.parent / "mqar_levels_cpu.yaml"))}
+    shared = {r.run_id for r in expand(load_spec(SPEC))
+              if r.config.model.mixer in BASES.values() or r.config.model.lambda_param == "softplus"}
+    assert len(shared) == 24 and shared <= levels
+
+
 def made_up_accuracy(mixer: str, lam: str, seed: int) -> float:
     """Test accuracy of a confirmation run: every arm its own level, bounded above softplus on log-linear Mamba-2
     by a seed-dependent amount (so the paired t has a spread); softmax solves on even seeds."""
