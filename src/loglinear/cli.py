@@ -171,7 +171,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="write results.csv, table.md and plots of a sweep folder")
     report.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
     report.add_argument("--lambda", dest="lambda_levels", action="store_true",
-                        help="also inspect every log-linear run and plot lambda by level per cell (lambda_levels.md)")
+                        help="also inspect the log-linear runs each cell reports and plot lambda by level per cell "
+                             "(lambda_levels.md)")
     report.set_defaults(command=_report)
 
     wandb = commands.add_parser("wandb", help="write a wandb sweep file whose runs are `loglinear train` commands")
@@ -360,7 +361,9 @@ INSPECT_HELP = """\
 Where lambda puts its weight in a trained log-linear run: loads RUN_DIR's config.yaml and last.ckpt,
 runs the run's validation data through the model and writes RUN_DIR/lambda_levels.csv (per layer,
 head and level: mean, std and quantiles of lambda over the tokens where the level is occupied, and
-the mean effective weight) and RUN_DIR/lambda_levels.png. Exit status: 0 written, 1 a full disk or a
+the mean effective weight), RUN_DIR/lambda_levels.png and, for MQAR, RUN_DIR/lambda_recall.csv (the
+effective weight of each level at the queries, by the level holding the recalled key, beside its
+lambda = 1 control). Exit status: 0 written, 1 a full disk or a
 folder that cannot be written, 2 not a log-linear run, no checkpoint, a config.yaml or checkpoint that
 cannot be read or do not match, or bad arguments, 130 interrupted.
 """

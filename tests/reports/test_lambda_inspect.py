@@ -16,7 +16,8 @@ from loglinear.kernels import num_levels
 from loglinear.models import LAMBDA_PARAMS
 from loglinear.models.lambda_levels import capture_lambda, lambda_heads
 from loglinear.reports.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
-from loglinear.reports.lambda_plots import REPORT
+from loglinear.reports.lambda_plots import REPORT, Profile, cell_figure
+from loglinear.reports.lambda_recall import RECALL_CSV
 from loglinear.runs.config import load_run_config, to_yaml
 from loglinear.runs.folder import write_json_atomic
 from loglinear.runs.lit import LitLanguageModel
@@ -139,21 +140,46 @@ def test_sweep_report_lambda_draws_one_figure_per_cell(tmp_path, capsys):
     err = capsys.readouterr().err
     figures = sorted(p.name for p in out.glob("lambda_*.png"))
     assert figures == ["lambda_log_linear_mamba2_d16.png", "lambda_log_linear_mamba2_d32.png"], err
-    assert all((run_dir(out, r.run_id) / LEVELS_CSV).is_file() for r in runs)
+    selected = [r for r in runs if r.config.train.lr == 1e-2]  # the runs the cells report: only they are inspected
+    assert all((run_dir(out, r.run_id) / LEVELS_CSV).is_file() == (r in selected) for r in runs)
     report = (out / REPORT).read_text()
     assert report.count("| softplus | 0.01 |") == 2 and report.count("| static | 0.01 |") == 2
     assert "lambda_log_linear_mamba2_d16.png" in report
-    csv_times = [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs]
+    assert report.count("effective weight per level at the recall positions (1 runs)") == 4  # per λ and cell
+    tables = [run_dir(out, r.run_id) / name for r in selected for name in (LEVELS_CSV, RECALL_CSV)]
+    csv_times = [path.stat().st_mtime_ns for path in tables]
     assert main(["sweep", "report", str(out), "--lambda"]) == 0  # a second report reuses the tables
-    assert [(run_dir(out, r.run_id) / LEVELS_CSV).stat().st_mtime_ns for r in runs] == csv_times
+    assert [path.stat().st_mtime_ns for path in tables] == csv_times
+    (run_dir(out, selected[0].run_id) / RECALL_CSV).unlink()  # a table written before the recall one: redone
+    assert main(["sweep", "report", str(out), "--lambda"]) == 0
+    assert (run_dir(out, selected[0].run_id) / RECALL_CSV).is_file()
 
 
 @pytest.mark.gpu
 def test_cuda_matches_cpu(tmp_path):
     make_run(tmp_path / "run")  # impl auto: the fused kernels on the GPU
-    cpu = inspect_run(tmp_path / "run", device="cpu").rows
-    gpu = inspect_run(tmp_path / "run", device="cuda").rows
-    for a, b in zip(cpu, gpu, strict=True):
+    cpu = inspect_run(tmp_path / "run", device="cpu")
+    gpu = inspect_run(tmp_path / "run", device="cuda")
+    for a, b in zip(cpu.rows, gpu.rows, strict=True):
         assert (a.layer, a.head, a.level, a.tokens) == (b.layer, b.head, b.level, b.tokens)
         assert a.mean == pytest.approx(b.mean, rel=1e-3, abs=1e-5)
         assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)
+    assert cpu.recall_rows
+    for a, b in zip(cpu.recall_rows, gpu.recall_rows, strict=True):
+        assert (a.layer, a.head, a.key_level, a.level, a.queries) == (b.layer, b.head, b.key_level, b.level, b.queries)
+        assert a.effective_mean == pytest.approx(b.effective_mean, rel=1e-3, abs=1e-5)
+        assert a.uniform_mean == pytest.approx(b.uniform_mean, rel=1e-3, abs=1e-5)
+
+
+def test_the_cell_figure_draws_every_seed_and_the_median_per_parameterisation():
+    runs = {"softplus": [Profile([0, 1, 2], [0.7, 0.6 + 0.1 * i, 0.5], [0.5, 0.3, 0.2]) for i in range(3)],
+            "static": [Profile([0, 1], [1.0, 2.0 + i], [0.6, 0.4]) for i in range(2)]}
+    fig = cell_figure("cell", runs, {"softplus": "50.0 (1.0)", "static": "40.0 (2.0)"})
+    axes = fig.axes
+    assert len(axes) == 4 and axes[0].get_title() == "softplus: 50.0 (1.0)"
+    for col, name in enumerate(runs):
+        for row_axes in (axes[col], axes[2 + col]):
+            lines = row_axes.get_lines()
+            assert len(lines) == len(runs[name]) + 1  # one per seed, then the median
+    median = axes[0].get_lines()[-1]
+    assert list(median.get_ydata()) == pytest.approx([0.7, 0.7, 0.5])

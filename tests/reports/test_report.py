@@ -164,6 +164,24 @@ def test_lambda_rows_when_the_parameterisation_varies(tmp_path):
         "0.001 (of 1)"]
 
 
+def test_the_lambda_ranking_orders_by_solve_rate_then_accuracy_with_the_base_and_shares_ties(tmp_path):
+    """softplus solves 1 of 2 (mean 74.5%), bounded 0 of 2 at a higher mean (80%), sigmoid and static equal."""
+    tests = {"softplus": (0.995, 0.495), "bounded": (0.8, 0.8), "sigmoid": (0.3, 0.3), "static": (0.3, 0.3)}
+    entries = [run_entry("log_linear_mamba2", 16, 1e-3, seed, finished(acc), lambda_param=lam,
+                         **{"model.lambda_param": lam})
+               for lam, accs in tests.items() for seed, acc in enumerate(accs)]
+    entries += [run_entry("mamba2", 16, 1e-3, seed, finished(0.5)) for seed in (0, 1)]
+    entries += [run_entry("attention", 16, 1e-3, seed, finished(1.0)) for seed in (0, 1)]  # no λ: not ranked
+    report = write_report(make_sweep(tmp_path, entries))
+    header, *body = section_rows(report.table, "Ranking of the λ parameterisations")
+    assert header == ["Architecture", "d_model", "rank", "λ", "learning rate", "solve rate [95%]", "test accuracy %",
+                      "steps to 99%"]
+    assert [r[2:4] for r in body] == [["1", "softplus"], ["2", "bounded"], ["3", "Mamba-2 (base)"], ["4", "sigmoid"],
+                                      ["4", "static"]]
+    assert body[0][5:7] == ["1/2 [9, 91]", "74.5 (35.4)"] and {r[0] for r in body} == {"Log-Linear Mamba-2"}
+    assert "Ranking" not in write_report(make_sweep(tmp_path / "no_lambda", entries[-4:])).table
+
+
 def test_a_model_key_zipped_with_the_learning_rate_makes_rows_of_its_own(tmp_path):
     """zip (model.state_dim, train.lr, train.warmup_steps): two models, each at its own rate, never one cell
     averaging both; the training key zipped with the rate follows it."""

@@ -10,6 +10,9 @@ writes beside result.json:
   occupied tokens it is measured on: the first `probe_sequences` validation sequences of each length).
 - `lambda_levels.png` (drawn by `lambda_plots.inspect_and_plot`): per layer, mean lambda by level, one
   line per head, q25-q75 shaded; below, the effective weights.
+- `lambda_recall.csv` (MQAR runs): the effective weight of every level at the query positions, grouped by the
+  level that holds the recalled key (reports/lambda_recall.py), on the first `RECALL_SEQUENCES` sequences of
+  every validation batch.
 
 A level counts at a token only where it is occupied (models/lambda_levels.py): levels above
 bit_length(t), and the levels below whose block lies after t, are left out, not counted as 0.
@@ -35,6 +38,8 @@ from loglinear.models.lambda_levels import (
     lambda_heads,
     level_output_norms,
 )
+from loglinear.reports import lambda_recall
+from loglinear.reports.lambda_recall import RECALL_CSV, RECALL_SEQUENCES, RecallRow, RecallWeights
 from loglinear.reports.results import is_log_linear
 from loglinear.runs.config import ConfigError, RunConfig, load_mapping, resolve
 from loglinear.runs.folder import CONFIG, LAST, read_result, write_text_atomic
@@ -60,6 +65,7 @@ class Inspection:
     rows: list[LevelRow]
     val_accuracy: float | None
     written: list[Path]
+    recall_rows: list[RecallRow]
 
     @property
     def title(self) -> str:
@@ -118,22 +124,27 @@ def inspect_run(
         raise InspectError(f"{checkpoint} does not match {run_dir / CONFIG} (was it edited?): {first}") from None
     model = module.model.to(where).eval()
     datamodule = SyntheticDataModule(cfg.data)
-    stats = measure(model, datamodule.val_dataloader(), where, max_batches, probe_sequences)
+    recall = RecallWeights() if cfg.data.task == "mqar" else None
+    stats = measure(model, datamodule.val_dataloader(), where, max_batches, probe_sequences, recall)
     rows = stats.rows()
     if not rows:
         raise InspectError(f"{run_dir}: the run's validation data gave no batch to inspect")
     result = read_result(run_dir) or {}
     inspection = Inspection(run_dir, cfg.model.mixer, cfg.model.lambda_param, rows,
-                            result.get("val_accuracy"), [])
+                            result.get("val_accuracy"), [], [] if recall is None else recall.rows())
     write_csv(inspection.rows, run_dir / LEVELS_CSV)
     inspection.written.append(run_dir / LEVELS_CSV)
+    if recall is not None:
+        lambda_recall.write_csv(inspection.recall_rows, run_dir / RECALL_CSV)
+        inspection.written.append(run_dir / RECALL_CSV)
     return inspection
 
 
 def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: int | None = None,
-            probe_sequences: int = PROBE_SEQUENCES) -> LevelStatistics:
+            probe_sequences: int = PROBE_SEQUENCES, recall: RecallWeights | None = None) -> LevelStatistics:
     """Lambda per level of `model` over `batches` ({"inputs": (B, T)} dicts); effective weights on the first
-    `probe_sequences` sequences of each sequence length."""
+    `probe_sequences` sequences of each sequence length; with `recall` (MQAR batches, with "targets"), also the
+    effective weights at the query positions of the first RECALL_SEQUENCES sequences of every batch."""
     stats = LevelStatistics()
     heads = lambda_heads(model)
     if not heads:
@@ -155,11 +166,18 @@ def measure(model: torch.nn.Module, batches, device: torch.device, max_batches: 
         seq_len = inputs.shape[1]
         n_probe = max(0, min(probe_sequences - probed.get(seq_len, 0), inputs.shape[0]))
         probed[seq_len] = probed.get(seq_len, 0) + n_probe
+        n_recall = 0 if recall is None else min(RECALL_SEQUENCES, inputs.shape[0])
+        n_norms = max(n_probe, n_recall)
         for layer, (lam, mixer) in enumerate(zip(captured, mixers, strict=True)):
             stats.add(layer, lam[0])
-            if n_probe:
-                norms = level_output_norms(mixer, mixer_inputs[layer][:n_probe])
-                stats.add_effective(layer, effective_weights(lam[0][:n_probe], norms))
+            if n_norms:
+                norms = level_output_norms(mixer, mixer_inputs[layer][:n_norms])
+                weights = effective_weights(lam[0][:n_norms], norms)
+                if n_probe:
+                    stats.add_effective(layer, weights[:n_probe])
+                if n_recall:
+                    recall.add(layer, lam[0][:n_recall], norms[:n_recall], batch["inputs"][:n_recall],
+                               batch["targets"][:n_recall])
     return stats
 
 

@@ -1,5 +1,6 @@
 """Figures of lambda per Fenwick level: one run's (`loglinear inspect`) and, per sweep cell, the lambda
-parameterisations side by side with their accuracy (`loglinear sweep report OUT --lambda`).
+parameterisations side by side with their accuracy, each seed drawn, and for MQAR the effective weight per level at
+the recall positions (reports/lambda_recall.py) (`loglinear sweep report OUT --lambda`).
 
 matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/plots.py.
 """
@@ -8,14 +9,17 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from matplotlib.figure import Figure
 
 from loglinear.models.lambda_levels import LevelRow
+from loglinear.reports import lambda_recall
 from loglinear.reports.lambda_inspect import (
     CHECKPOINT,
     LEVELS_CSV,
@@ -26,7 +30,9 @@ from loglinear.reports.lambda_inspect import (
     inspect_run,
     read_csv,
 )
+from loglinear.reports.lambda_recall import RECALL_CSV, RecallRow, recall_section
 from loglinear.reports.plots import save_figure
+from loglinear.reports.recall_levels import accuracy_by
 from loglinear.reports.results import (
     LAMBDA_KEY,
     MIXER_KEY,
@@ -40,6 +46,7 @@ from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.manifest import run_dir
 
 REPORT = "lambda_levels.md"
+T = TypeVar("T")
 DPI = 100
 
 
@@ -96,41 +103,36 @@ def profile_of(rows: list[LevelRow]) -> Profile:
 
 
 def cell_figure(title: str, profiles: dict[str, list[Profile]], accuracy: dict[str, str]) -> Figure:
-    """One cell: per lambda parameterisation, the mean over its runs (seeds) of their profiles, min-max shaded;
-    left lambda, right the effective weight; the legend gives each one's accuracy."""
-    fig = Figure(figsize=(9, 3.4))
-    ax_lam, ax_eff = fig.subplots(1, 2)
-    for name, runs in profiles.items():
-        label = f"{name}: {accuracy[name]}"
-        color = _band(ax_lam, runs, lambda p: p.lam, label)
-        _band(ax_eff, runs, lambda p: p.effective, None, color)
-    ax_lam.set_ylabel("lambda (mean over layers, heads)")
-    ax_eff.set_ylabel("effective weight (mean)")
-    ax_eff.set_ylim(bottom=0)
-    for ax in (ax_lam, ax_eff):
-        ax.set_xlabel("level (0 = the token itself)")
+    """One cell: a column per lambda parameterisation (its accuracy in the title), lambda above and the effective
+    weight below; each run (seed) its own thin line, the median over them bold, so no seed is hidden."""
+    fig = Figure(figsize=(2.8 * len(profiles) + 0.6, 5.4))
+    axes = fig.subplots(2, len(profiles), squeeze=False, sharey="row")
+    for col, (name, runs) in enumerate(profiles.items()):
+        for row, values_of in enumerate((lambda p: p.lam, lambda p: p.effective)):
+            _seed_lines(axes[row, col], runs, values_of)
+        axes[0, col].set_title(f"{name}: {accuracy[name]}", fontsize="small")
+        axes[1, col].set_xlabel("level (0 = the token itself)")
+    axes[0, 0].set_ylabel("lambda (mean over layers, heads)")
+    axes[1, 0].set_ylabel("effective weight (mean)")
+    axes[1, 0].set_ylim(bottom=0)
+    for ax in axes.ravel():
         ax.grid(True, alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.legend(*ax_lam.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.0, 0.9), fontsize="small",
-               title="λ: accuracy % (std)", title_fontsize="small")
-    fig.suptitle(title, fontsize="medium")
+    fig.suptitle(f"{title} (thin: one seed each; bold: median; λ: test accuracy % (std))", fontsize="medium")
     fig.tight_layout()
     return fig
 
 
-def _band(ax, runs: list[Profile], values_of: Callable[[Profile], list[float]], label, color=None) -> str:
+def _seed_lines(ax, runs: list[Profile], values_of: Callable[[Profile], list[float]]) -> None:
     levels = sorted({lv for p in runs for lv in p.levels})
     table = np.full((len(runs), len(levels)), np.nan)
     for i, p in enumerate(runs):
         for lv, v in zip(p.levels, values_of(p), strict=True):
             table[i, levels.index(lv)] = v
-    with np.errstate(all="ignore"):
-        mean = np.nanmean(table, axis=0)
-        (line,) = ax.plot(levels, mean, marker="o", markersize=3, label=label, color=color)
-        if len(runs) > 1:
-            ax.fill_between(levels, np.nanmin(table, axis=0), np.nanmax(table, axis=0), color=line.get_color(),
-                            alpha=0.15, linewidth=0)
-    return line.get_color()
+        ax.plot(levels, table[i], marker="o", markersize=2, linewidth=0.8, alpha=0.6)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a level no run measured: its median is NaN, not drawn
+        ax.plot(levels, np.nanmedian(table, axis=0), color="black", linewidth=2)
 
 
 def inspect_and_plot(run_dir: str | Path, device: str = "auto", max_batches: int | None = None,
@@ -143,29 +145,37 @@ def inspect_and_plot(run_dir: str | Path, device: str = "auto", max_batches: int
 
 
 def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Path], dict[str, str]]:
-    """Inspect every finished log-linear run of the sweep in `out` (reusing a lambda_levels.csv newer than the
-    run's checkpoint) and write one figure per cell and `lambda_levels.md`; returns (written, {what: why skipped})."""
+    """Inspect every finished log-linear run the cells report (each λ at its selected learning rate; reusing the
+    tables newer than the run's checkpoint) and write one figure per cell and `lambda_levels.md`; returns
+    (written, {what: why skipped})."""
     out = Path(out)
     sweep = load_sweep(out)
     records = [r for r in sweep.records if is_log_linear(r.mixer)]
     if not records:
         return [], {"lambda figures": "the sweep has no log-linear run"}
+    cells = {key: sweep.select(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+             for key, cell_records in _cells(sweep, records).items()}
     profiles: dict[str, Profile] = {}
+    recalls: dict[str, list[RecallRow]] = {}
     skipped: dict[str, str] = {}
-    for record in records:
+    for record in (r for by_lambda in cells.values() for cell in by_lambda.values() for r in cell.runs):
         folder = run_dir(out, record.run_id)
         if record.status not in FINISHED:
             skipped[f"runs/{record.run_id}"] = f"not finished ({record.status})"
             continue
         try:
-            rows = _saved_rows(folder) or inspect_and_plot(folder, device).rows
+            rows = _saved_rows(folder, LEVELS_CSV, read_csv)
+            recall = _saved_rows(folder, RECALL_CSV, lambda_recall.read_csv) if record.task == "mqar" else []
+            if rows is None or recall is None:
+                inspection = inspect_and_plot(folder, device)
+                rows, recall = inspection.rows, inspection.recall_rows
         except InspectError as e:
             skipped[f"runs/{record.run_id}"] = str(e)
             continue
         profiles[record.run_id] = profile_of(rows)
+        recalls[record.run_id] = recall
     written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
-    for (title, slug), cell_records in _cells(sweep, records).items():
-        by_lambda = sweep.select(cell_records, lambda r: str(r.get(LAMBDA_KEY)))
+    for (title, slug), by_lambda in cells.items():
         shown = {name: [profiles[r.run_id] for r in cell.runs if r.run_id in profiles]
                  for name, cell in by_lambda.items()}
         shown = {name: runs for name, runs in shown.items() if runs}
@@ -176,30 +186,46 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         path = save_figure(cell_figure(title, shown, accuracy), out / f"lambda_{slug}.png", DPI)
         written.append(path)
         sections.append(_section(title, path.name, by_lambda, shown, accuracy))
+        sections += [_recall_part(name, cell.runs, recalls) for name, cell in by_lambda.items()
+                     if any(recalls.get(r.run_id) for r in cell.runs)]
     report = out / REPORT
     write_text_atomic(report, "\n".join(sections))
     return [report, *written], skipped
 
 
-def _saved_rows(folder: Path) -> list[LevelRow] | None:
-    """The rows of the run's lambda_levels.csv when it is newer than its checkpoint and whole; None (inspect
-    again) when it is older, missing, empty or unreadable."""
-    csv_path, checkpoint = folder / LEVELS_CSV, folder / CHECKPOINT
+def _saved_rows(folder: Path, name: str, reader: Callable[[Path], list[T]]) -> list[T] | None:
+    """The rows of the run's table `name` when it is newer than its checkpoint and whole; None (inspect again)
+    when it is older, missing, empty or unreadable."""
+    csv_path, checkpoint = folder / name, folder / CHECKPOINT
     try:
         if csv_path.stat().st_mtime < checkpoint.stat().st_mtime:
             return None
-        return read_csv(csv_path) or None
+        return reader(csv_path) or None
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _recall_part(name: str, runs: list[Record], recalls: dict[str, list[RecallRow]]) -> str:
+    """One λ parameterisation's table of effective weights at the recall positions (reports/lambda_recall.py)."""
+    measured = [r for r in runs if recalls.get(r.run_id)]
+    accuracy: dict[str, list[float]] = {}
+    for record in measured:
+        for label, value in accuracy_by(record, "by_level").items():
+            accuracy.setdefault(label, []).append(value)
+    return (f"### λ {name}: effective weight per level at the recall positions ({len(measured)} runs)\n\n"
+            + recall_section([recalls[r.run_id] for r in measured], accuracy))
 
 
 NOTE = (
     "Per cell (every varied key but λ, the learning rate and the seed), each λ parameterisation at its best "
     "learning rate (selected on validation): the mean over its seeds of each run's level profile "
     "(lambda averaged over layers, heads and the validation tokens where the level is occupied; "
-    "min-max over seeds shaded), and the effective weight (lambda times the level's readout norm, as a share "
-    "of the output). Accuracy: test accuracy at that learning rate, mean (std) over seeds. "
-    "Per-run tables: runs/<id>/lambda_levels.csv.\n"
+    "each seed its own line in the figure, the median bold), and the effective weight (lambda times the level's "
+    "readout norm, as a share of the output). Accuracy: test accuracy at that learning rate, mean (std) over "
+    "seeds. MQAR: then, per λ, the effective weight of each level at the query positions, grouped by the level "
+    "that held the recalled key (mean (std) over seeds of each run's mean over heads and queries; the key's own "
+    "level in bold), beside the test accuracy of the queries whose key sat in that level. "
+    "Per-run tables: runs/<id>/lambda_levels.csv, runs/<id>/lambda_recall.csv.\n"
 )
 
 

@@ -1,11 +1,11 @@
 """`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv`
 (the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
 solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
-them, accuracy by test length, the missing or failed runs, then the comparisons: the declared primary
-tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
-(with a note under the first table when they differ), and the equal-state comparison when the sweep has
-one) and PNG plots (with the MQAR accuracy against state size). docs/reports.md describes the protocol and
-the statistics."""
+them, the ranking of the λ parameterisations when λ varies, accuracy by test length, the missing or failed
+runs, then the comparisons: the declared primary tested alone at alpha, the secondaries with what survives
+Holm, the operator implementations the runs ran (with a note under the first table when they differ), and
+the equal-state comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state
+size). docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
@@ -36,8 +36,12 @@ from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_state, write_
 from loglinear.reports.results import (
     HEADERS,
     LAMBDA_KEY,
+    MIXER_KEY,
     Cell,
     Sweep,
+    base_mixer,
+    display_name,
+    is_log_linear,
     load_sweep,
     mean_std_text,
     slice_values,
@@ -97,6 +101,12 @@ PAIRED_NOTE = (
     "adjusted p <= {alpha:g}."
 )
 
+RANKING_NOTE = (
+    "Each log-linear mixer's λ parameterisations and its base mixer (λ = 1 on every level), each at its own "
+    "selected learning rate, ranked by solve rate (runs above {pct}%), then mean test accuracy. A description, "
+    "not a test: arms whose Wilson intervals overlap are not told apart by it; the paired comparisons below "
+    "test each λ against the default one. Steps: Kaplan-Meier median of the steps to {pct}% on validation.\n"
+)
 EDGE_NOTE = (
     "`at the lowest edge` / `at the highest edge`: the pick is the smallest or largest learning rate its cell "
     "compared, so the grid may not hold the cell's optimum. Under the two-stage protocol such a cell got further "
@@ -204,6 +214,9 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
               _pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
               "## Selected learning rate of each cell (of how many)\n", _pivot(sweep, cells, format_config),
               EDGE_NOTE]
+    ranking = lambda_ranking(sweep, cells)
+    if ranking:
+        parts += ["## Ranking of the λ parameterisations\n", ranking, RANKING_NOTE.format(pct=pct)]
     lengths = length_table(sweep, cells)
     if lengths:
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE.format(pct=pct)]
@@ -458,6 +471,41 @@ def length_table(sweep: Sweep, cells: dict) -> str | None:
             line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, [])), solved]
         body.append(line)
     return markdown_table(header, body) if body else None
+
+
+def lambda_ranking(sweep: Sweep, cells: dict) -> str | None:
+    """When λ varies: per log-linear mixer and column (d_model and the other row keys), its λ rows and its base
+    mixer's row ranked by solve rate, then mean test accuracy (equal ones share a rank); None otherwise."""
+    if LAMBDA_KEY not in sweep.row_keys:
+        return None
+    mixers = {r.row: r.mixer for r in sweep.records}
+    log_linear = {base_mixer(m): m for m in mixers.values() if is_log_linear(m)}
+    rest = [i for i, k in enumerate(sweep.row_keys) if k not in (MIXER_KEY, LAMBDA_KEY)]
+    lam = sweep.row_keys.index(LAMBDA_KEY)
+    groups: dict[tuple, list[tuple[str, Cell]]] = {}
+    for (row, d_model), cell in cells.items():
+        mixer = mixers[row]
+        family = mixer if is_log_linear(mixer) else log_linear.get(mixer)
+        if family is not None:
+            arm = row[lam] if is_log_linear(mixer) else f"{display_name(mixer)} (base)"
+            groups.setdefault((display_name(family), *(row[i] for i in rest), str(d_model)), []).append((arm, cell))
+    threshold = sweep.report.threshold
+    header = [_header(MIXER_KEY), *(_header(sweep.row_keys[i]) for i in rest), "d_model", "rank", "λ",
+              "learning rate", "solve rate [95%]", "test accuracy %", f"steps to {_pct(threshold)}%"]
+    body = []
+    for key, arms in groups.items():
+        scores = {arm: _rank_score(cell, threshold) for arm, cell in arms}
+        for arm, cell in sorted(arms, key=lambda a: scores[a[0]], reverse=True):
+            rank = 1 + sum(other > scores[arm] for other in scores.values())
+            body.append([*key, str(rank), arm, format_config(cell), format_rate(cell, threshold),
+                         format_cell(cell, threshold), format_steps(cell, threshold)])
+    return markdown_table(header, body) if body else None
+
+
+def _rank_score(cell: Cell, threshold: float) -> tuple[float, float]:
+    """(solve rate, mean test accuracy); a cell without results ranks last."""
+    values = cell.values
+    return (cell.above(threshold) / len(values), sum(values) / len(values)) if values else (-1.0, -1.0)
 
 
 def pairs_table(sweep: Sweep, cells: dict) -> str | None:
