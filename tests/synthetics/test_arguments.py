@@ -18,7 +18,7 @@ BAD = [
     ("mqar", {"power_a": float("nan")}, r"power_a must be a finite number"),
     ("mqar", {"random_non_queries": 1}, r"random_non_queries must be true or false"),
     ("mqar", {"seq_len": True}, r"seq_len must be an integer, got True"),
-    ("mqar", {"num_pairs": 4}, r"unknown argument\(s\) \['num_pairs'\] for task 'mqar'; valid: \['num_kv_pairs'"),
+    ("mqar", {"num_pairs": 4}, r"unknown argument\(s\) \['num_pairs'\] for task 'mqar'; valid: \['layout', 'num_kv_pairs'"),
     ("parity", {"seq_len": 0}, r"seq_len must be >= 1, got 0"),
     ("parity", {"scored": "first"}, r"scored must be one of \['every', 'last'\], got 'first'"),
     ("cycle_nav", {"cycle_length": 1}, r"cycle_length must be >= 2, got 1"),
