@@ -9,7 +9,9 @@ variants right after it (the paper's rows). All of them read what each mixer say
 from __future__ import annotations
 
 from loglinear.models.attention import Attention
+from loglinear.models.config import ModelConfig
 from loglinear.models.gated_deltanet import GatedDeltaNet
+from loglinear.models.lambda_params import LAMBDA_PARAMS
 from loglinear.models.log_linear import LogLinearGatedDeltaNet, LogLinearMamba2
 from loglinear.models.mamba2 import Mamba2
 from loglinear.models.mixer import Mixer
@@ -18,3 +20,16 @@ from loglinear.registry import Registry
 MIXERS: Registry[type[Mixer]] = Registry(
     "mixer", ((m.name, m) for m in (Attention, Mamba2, GatedDeltaNet, LogLinearMamba2, LogLinearGatedDeltaNet))
 )
+
+
+def check_model(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` itself, once what its fields need of the registries holds: a known mixer and lambda
+    parameterisation, and every setting the mixer checks (`Mixer.check_config`); else a ValueError
+    naming the field. (`ModelConfig` checks its own fields when built, without the registries.)"""
+    for field, registry in (("mixer", MIXERS), ("lambda_param", LAMBDA_PARAMS)):
+        try:
+            registry[getattr(cfg, field)]
+        except ValueError as e:
+            raise ValueError(f"ModelConfig.{field}: {e}") from None
+    MIXERS[cfg.mixer].check_config(cfg)
+    return cfg

@@ -29,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.checks import check_float, check_int
 from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
+from loglinear.models.mixers import check_model
 from loglinear.synthetics import DataConfig
 from loglinear.synthetics.config import (
     check_data_config,
@@ -315,6 +316,7 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
         if model.get("lambda_share_from_level") == SHARE_FROM_TRAINED:
             model["lambda_share_from_level"] = share_from_for_training_length(train_longest)
         cfg = _instance(RunConfig, values)
+        check_model(cfg.model)
     except ConfigError:
         raise
     except (ValueError, TypeError) as e:
