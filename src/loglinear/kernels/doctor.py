@@ -3,6 +3,7 @@ fused kernels' self-check run now (kernels/selfcheck.py), its verdicts stored fo
 
 from __future__ import annotations
 
+import os
 import platform
 from collections.abc import Callable
 
@@ -23,6 +24,16 @@ from loglinear.kernels.selfcheck import (
 
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 """The dtypes checked on a CUDA device: float32, and bf16 (what bf16-mixed training, the GPU default, feeds in)."""
+
+
+def doctor_command() -> int:
+    """`loglinear doctor`: the report on stdout; exit status 0 when every check passed (or none could run), else 1.
+
+    Without a CUDA device the kernels run in Triton's interpreter, which is read when the fused kernels load
+    (on their first use, in the self-check): it is set here, before that."""
+    if not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+    return 0 if run_doctor() else 1
 
 
 def run_doctor(emit: Callable[[str], None] = print) -> bool:
