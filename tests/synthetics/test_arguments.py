@@ -49,3 +49,12 @@ def test_bad_sample_arguments_raise(name):
         task.sample(0, 0)
     with pytest.raises(ValueError, match="seed must be an integer"):
         task.sample(2, 1.5)
+
+
+def test_a_task_by_its_import_path_and_a_path_that_is_not_a_task():
+    task = get_task("loglinear.synthetics.parity:Parity", seq_len=8)
+    assert type(task) is TASKS["parity"]
+    with pytest.raises(ValueError, match="task 'loglinear.synthetics.config:DataConfig' is not a subclass of Task"):
+        get_task("loglinear.synthetics.config:DataConfig")
+    with pytest.raises(ValueError, match="task 'nowhere:Task': cannot import it"):
+        get_task("nowhere:Task")

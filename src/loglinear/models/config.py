@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from loglinear.checks import check_float, check_int
 from loglinear.kernels import IMPLS, num_levels
@@ -40,7 +41,10 @@ class ModelConfig:
     """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides).
 
     mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, log_linear_mamba2,
-                      log_linear_gated_deltanet.
+                      log_linear_gated_deltanet; or the import path of a `Mixer` subclass,
+                      `package.module:Name` (docs/adding-a-mixer.md).
+    mixer_options:    the mixer's own options, for a mixer that declares them (`Mixer.options`, a
+                      dataclass): checked against it, unknown keys refused with the closest name.
     d_model:          residual width.
     n_layers:         number of blocks (mixer, then the optional MLP, each pre-norm and residual).
     vocab_size:       token vocabulary (embedding rows and logits).
@@ -109,6 +113,7 @@ class ModelConfig:
     """
 
     mixer: str = "attention"
+    mixer_options: dict[str, Any] = field(default_factory=dict)
     d_model: int = 64
     n_layers: int = 2
     vocab_size: int = 8192

@@ -46,10 +46,11 @@ ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck")
 rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
 agent), whether the fused kernels check themselves first (result.json records what ran)."""
 ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
-    f"model.{f.name}": f.default
-    for f in dataclasses.fields(ModelConfig)
-    if f.name in ("deltanet_key_dim", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
-                  "conv_bias_init")
+    **{f"model.{f.name}": f.default
+       for f in dataclasses.fields(ModelConfig)
+       if f.name in ("deltanet_key_dim", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
+                     "conv_bias_init")},
+    "model.mixer_options": {},
 }
 """Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
 their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
