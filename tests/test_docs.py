@@ -2,7 +2,6 @@
 claims to list everything (every task, every config key, every file name, every command)."""
 
 import argparse
-import ast
 import dataclasses
 import inspect
 import json
@@ -347,70 +346,3 @@ def test_the_runs_page_lists_every_train_and_logger_key():
 def test_the_presets_are_the_preset_files():
     rows = table_with(sections(page("runs.md"))["Training one run"], "preset")
     assert sorted(code(row[0]) for row in rows) == sorted(f"configs/{p.name}" for p in CONFIGS.glob("*.yaml"))
-
-
-PACKAGE = ROOT / "src" / "loglinear"
-LAYERS = ("kernels", "models", "runs", "sweeps", "reports", "cli", "__main__")
-"""README, Layout: each layer imports only the layers before it (synthetics: by runs and after)."""
-
-
-def module_imports(path: Path) -> set[str]:
-    """The `loglinear.*` modules a file imports, lazily or not (imports under `if TYPE_CHECKING:` left out)."""
-    tree = ast.parse(path.read_text())
-    typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and ast.unparse(node.test).endswith("TYPE_CHECKING") for n in ast.walk(node)}
-    names = set()
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
-        if isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            names.update(f"{node.module}.{a.name}" if _is_module(f"{node.module}.{a.name}") else node.module
-                         for a in node.names)
-    return {n for n in names if n.startswith("loglinear.")}
-
-
-def _is_module(name: str) -> bool:
-    relative = Path(*name.split(".")[1:])
-    return (PACKAGE / relative).with_suffix(".py").is_file() or (PACKAGE / relative / "__init__.py").is_file()
-
-
-def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE).with_suffix("").parts
-    return ".".join(("loglinear", *(parts[:-1] if parts[-1] == "__init__" else parts)))
-
-
-def top(name: str) -> str:
-    return name.split(".")[1] if name.count(".") else name
-
-
-def test_imports_point_one_way():
-    rank = {layer: i for i, layer in enumerate(LAYERS)}
-    for path in PACKAGE.rglob("*.py"):
-        here = top(module_name(path))
-        for imported in module_imports(path):
-            there = top(imported)
-            if here == there or there in ("checks", "registry", "targets"):
-                continue
-            if there == "synthetics":
-                assert here in ("synthetics", *LAYERS[2:]), f"{path} imports {imported}"
-                continue
-            assert here in rank and rank[there] < rank[here], f"{path.relative_to(ROOT)} imports {imported}"
-
-
-def test_no_module_imports_itself_through_others():
-    graph = {module_name(p): {m for m in module_imports(p)} for p in PACKAGE.rglob("*.py")}
-    done: set[str] = set()
-
-    def visit(name: str, path: tuple[str, ...]) -> None:
-        assert name not in path, "import cycle: " + " -> ".join((*path[path.index(name):], name))
-        if name in done:
-            return
-        for nxt in graph.get(name, ()):
-            if nxt != name and not name.startswith(nxt + "."):  # a package's own __init__ is not a cycle
-                visit(nxt, (*path, name))
-        done.add(name)
-
-    for name in graph:
-        visit(name, ())

@@ -1,27 +1,24 @@
 """The `loglinear` command: `loglinear train ...` (one run), `loglinear sweep run | status | report | wandb`
 (grids of runs from a spec: configs/sweeps/*.yaml, format in sweeps/spec.py) and `loglinear inspect RUN_DIR`
 (lambda by level of a log-linear run), `loglinear doctor` (versions, devices and the fused kernels' self-check).
-Heavy modules are imported by the command that needs them."""
+This module parses and dispatches; each command's work lives in its layer: runs/command.py (train),
+sweeps/commands.py and reports/sweep_run.py (sweep), reports/inspect_command.py (inspect), kernels/doctor.py
+(doctor), imported by the command that needs it."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from loglinear.checks import int_option
 from loglinear.reports.lambda_inspect import PROBE_SEQUENCES
 from loglinear.runs.config import ConfigError
-from loglinear.runs.folder import DiskFull, result_of
-from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, SweepOutcome
-
-if TYPE_CHECKING:
-    from loglinear.sweeps.spec import Run, SweepSpec
+from loglinear.runs.folder import fault_line
+from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU
 
 TRAIN_HELP = """\
 loglinear train [PRESET.yaml] [key=value ...]
@@ -35,49 +32,13 @@ a run folder in use, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: rerun t
 
 
 def train_main(argv: Sequence[str]) -> int:
-    from loglinear.runs.config import ConfigError, load_run_config
-
     if any(a in ("-h", "--help") for a in argv):
         print(TRAIN_HELP, end="")
         return 0
+    from loglinear.runs.command import train_command
+
     preset = argv[0] if argv and "=" not in argv[0] else None
-    overrides = list(argv[1:] if preset else argv)
-    try:
-        cfg = load_run_config(preset, overrides)
-    except ConfigError as e:
-        return _fail(f"error: {e}", 2)
-    from loglinear.runs.interrupt import Interrupted
-    from loglinear.runs.train import is_rank_zero, train
-
-    try:
-        result = train(cfg)
-    except ConfigError as e:
-        return _fail(f"error: {e}", 2)
-    except Interrupted as e:
-        return _fail(f"{e}; rerun the same command to resume {cfg.out_dir}", e.exit_code)
-    except KeyboardInterrupt:
-        return _fail(f"interrupted; rerun the same command to resume {cfg.out_dir}", 130)
-    except DiskFull as e:
-        return _fail(f"{e}; the checkpoints already in {cfg.out_dir} are intact: "
-                     "free space and rerun the same command to resume", 1)
-    except Exception as e:  # recorded in result.json as status "failed", unless the folder could not be written
-        recorded = result_of(Path(cfg.out_dir)).get("error") == f"{type(e).__name__}: {e}"
-        if isinstance(e, OSError) and not recorded:
-            return _fail(fault_line(e), 1)
-        return _fail(f"failed: {type(e).__name__}: {e} (see {cfg.out_dir}/result.json)", 1)
-    best = result.get("val_accuracy")
-    if not is_rank_zero():  # a data-parallel rank: rank 0 reports the run
-        return 0
-    print(
-        f"{cfg.out_dir}: {result['status']} at step {result.get('step')}, "
-        f"best val/acc {'-' if best is None else f'{best:.4f}'}, {result.get('wall_time_s', 0):.1f}s"
-    )
-    return 0
-
-
-def _fail(message: str, code: int) -> int:
-    print(f"loglinear train: {message}", file=sys.stderr)
-    return code
+    return train_command(preset, argv[1:] if preset else argv)
 
 
 SWEEP_HELP = """\
@@ -125,21 +86,6 @@ def sweep_main(argv: Sequence[str]) -> int:
         return 130
 
 
-def fault_line(e: OSError) -> str:
-    """One line for a fault of the machine (a full disk, a read-only folder, no permission) naming the path."""
-    if isinstance(e, DiskFull) or not e.filename:
-        return f"{e.strerror or e}; free space or fix the folder, then rerun the same command"
-    return f"cannot write {e.filename}: {e.strerror}"
-
-
-def out_folder(path: str) -> Path:
-    """`--out`: a folder, or a path where one can be made (a file there is bad input)."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a folder: give a folder for the sweep's runs")
-    return out
-
-
 def sweep_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="loglinear sweep", description=SWEEP_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -183,178 +129,29 @@ def sweep_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loglinear.runs.folder import FINISHED
-    from loglinear.sweeps.manifest import default_out, write_manifest
-    from loglinear.sweeps.power import check_design
-    from loglinear.sweeps.progress import ELSEWHERE
-    from loglinear.sweeps.spec import expand, load_spec
+    from loglinear.reports.sweep_run import run_sweep
+    from loglinear.sweeps.commands import Launch
 
-    if args.runs_per_gpu is not None and args.launcher != "local":
-        raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
-    spec = load_spec(args.spec)
-    design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
-    if design is not None:
-        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
-    runs = expand(spec)
-    out = out_folder(args.out) if args.out else default_out(spec)
-    if args.dry_run:
-        _print_plan(spec, runs, out)
-        return 0
-    from loglinear.sweeps.runner import exclusive_sweep
-
-    with exclusive_sweep(out):
-        write_manifest(out, spec, runs)
-        outcome = _launch(args, spec.name, runs, out)
-        if spec.protocol is not None and not outcome.interrupted:
-            runs, outcome = _confirm(args, spec, runs, out, outcome)
-    unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
-    if outcome.interrupted:
-        if args.launcher == "local":
-            print(f"loglinear sweep: interrupted with {len(unfinished)} of {len(runs)} runs unfinished; resume with: "
-                  f"loglinear sweep run {subprocess.list2cmdline([args.spec, '--out', str(out)])}", file=sys.stderr)
-        return 130
-    _print_report(out)
-    if unfinished:
-        elsewhere = sum(outcome.statuses[rid] == ELSEWHERE for rid in unfinished)
-        held = f", {elsewhere} of them being trained by another process" if elsewhere else ""
-        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish{held} (see {out}/table.md)",
-              file=sys.stderr)
-        return 1
-    return 0
-
-
-def _launch(args: argparse.Namespace, name: str, runs: list[Run], out: Path) -> SweepOutcome:
-    """Run `runs` (skipping finished ones) with the launcher `args` asks for."""
-    from loglinear.sweeps.progress import Progress
-    from loglinear.sweeps.runner import run_local
-
-    progress = Progress(name, enabled=not args.quiet)
-    if args.launcher == "submitit":
-        from loglinear.sweeps.launchers import parse_executor_args, submit_array
-
-        return submit_array(runs, out, name, args.workers, parse_executor_args(args.executor), progress)
-    return run_local(runs, out, args.workers, progress, runs_per_gpu=args.runs_per_gpu)
-
-
-def _confirm(args: argparse.Namespace, spec: SweepSpec, runs: list[Run], out: Path,
-             first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
-    """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over, with
-    its extensions beyond the grid's edges), add the chosen configurations on the confirmation seeds to the manifest
-    and run them."""
-    from loglinear.reports.results import load_sweep, selected_points
-    from loglinear.sweeps.manifest import write_manifest
-    from loglinear.sweeps.spec import confirmation_points, expand
-
-    runs, first = _extend(args, spec, runs, out, first)
-    if first.interrupted:
-        return runs, first
-    confirmation = expand(spec, confirmation_points(spec, selected_points(load_sweep(out))))
-    write_manifest(out, spec, [*runs, *confirmation])
-    second = _launch(args, f"{spec.name} confirmation", confirmation, out)
-    return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted)
-
-
-def _extend(args: argparse.Namespace, spec: SweepSpec, runs: list[Run], out: Path,
-            first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
-    """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
-    rate beyond it on the selection seeds (sweeps/extension.py). Rerunning the sweep makes the same decisions from
-    the same results, so it resumes here too."""
-    from loglinear.reports.results import edge_picks, load_sweep
-    from loglinear.sweeps.extension import extension_points
-    from loglinear.sweeps.manifest import write_manifest
-    from loglinear.sweeps.spec import expand
-
-    assert spec.protocol is not None
-    for round_ in range(1, spec.protocol.extensions + 1):
-        known = {r.run_id for r in runs}
-        extra = [r for r in expand(spec, extension_points(spec, edge_picks(load_sweep(out)))) if r.run_id not in known]
-        if not extra:
-            break
-        runs = [*runs, *extra]
-        write_manifest(out, spec, runs)
-        outcome = _launch(args, f"{spec.name} grid extension {round_}", extra, out)
-        first = SweepOutcome({**first.statuses, **outcome.statuses}, outcome.interrupted)
-        if outcome.interrupted:
-            break
-    return runs, first
+    launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet)
+    return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run)
 
 
 def _status(args: argparse.Namespace) -> int:
-    from loglinear.sweeps.manifest import read_manifest
-    from loglinear.sweeps.slurm import SlurmError
-    from loglinear.sweeps.status import format_status, sweep_status
+    from loglinear.sweeps.commands import print_status
 
-    out = Path(args.dir)
-    try:
-        states = sweep_status(out)
-    except SlurmError as e:
-        print(f"loglinear sweep status: Slurm's queue is not readable here ({e}); runs without a result are shown as "
-              f"stopped or not started", file=sys.stderr)
-        states = sweep_status(out, with_queue=False)
-    print(format_status(read_manifest(out)["name"], states))
-    return 0
+    return print_status(Path(args.dir))
 
 
 def _report(args: argparse.Namespace) -> int:
-    _print_report(Path(args.dir))
-    if args.lambda_levels:
-        from loglinear.reports.lambda_plots import write_lambda_report
+    from loglinear.reports.sweep_run import report_sweep
 
-        written, skipped = write_lambda_report(Path(args.dir))
-        print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
-        for name, reason in skipped.items():
-            print(f"skipped {name}: {reason}", file=sys.stderr)
-    return 0
-
-
-def _print_report(out: Path) -> None:
-    """Write the report; the tables go to stdout, the list of files to stderr."""
-    from loglinear.reports.report import write_report
-
-    report = write_report(out)
-    print(report.table)
-    print(f"wrote {', '.join(str(p) for p in report.written)}", file=sys.stderr)
-    for name, reason in report.skipped.items():
-        print(f"skipped {name}: {reason}", file=sys.stderr)
+    return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels)
 
 
 def _wandb(args: argparse.Namespace) -> int:
-    from loglinear.sweeps.launchers import write_wandb_sweep
-    from loglinear.sweeps.manifest import default_out, write_manifest
-    from loglinear.sweeps.spec import expand, load_spec
+    from loglinear.sweeps.commands import write_wandb
 
-    spec = load_spec(args.spec)
-    runs = expand(spec)
-    out = out_folder(args.out) if args.out else default_out(spec)
-    path = write_wandb_sweep(spec, out)
-    write_manifest(out, spec, runs)
-    print(
-        f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). "
-        "Start the sweep, then one agent per GPU or machine, "
-        f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
-        f"When they are done: loglinear sweep report {out}"
-    )
-    return 0
-
-
-def _print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
-    """The runs of a sweep with their ids, status and varied values, and the command each one is."""
-    from loglinear.runs.folder import FINISHED, status_of
-    from loglinear.sweeps.manifest import run_dir
-    from loglinear.sweeps.spec import describe, planned_runs
-
-    statuses = [status_of(run_dir(out, r.run_id)) for r in runs]
-    shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
-    print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished")
-    print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
-    for run, status in zip(runs, statuses, strict=True):
-        print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
-    if spec.protocol is not None:
-        seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
-        print(f"then, once these selection runs are done: for each cell whose pick sits at an edge of its learning "
-              f"rates, up to {spec.protocol.extensions} more beyond it on the selection seeds; then each cell's "
-              f"selected learning rate on the confirmation seeds {seeds} "
-              f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
+    return write_wandb(args.spec, args.out)
 
 
 INSPECT_HELP = """\
@@ -382,23 +179,9 @@ def inspect_main(argv: Sequence[str]) -> int:
         args = parser.parse_args(list(argv))
     except SystemExit as e:
         return int(e.code or 0)
-    from loglinear.reports.lambda_inspect import summary
-    from loglinear.reports.lambda_plots import inspect_and_plot
+    from loglinear.reports.inspect_command import inspect_command
 
-    try:
-        inspection = inspect_and_plot(args.run_dir, args.device, args.batches, args.probe_sequences)
-    except ConfigError as e:
-        print(f"loglinear inspect: error: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"loglinear inspect: {fault_line(e)}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("loglinear inspect: interrupted; its files are whole (the previous ones or none)", file=sys.stderr)
-        return 130
-    print(summary(inspection))
-    print(f"wrote {', '.join(str(p) for p in inspection.written)}", file=sys.stderr)
-    return 0
+    return inspect_command(args.run_dir, args.device, args.batches, args.probe_sequences)
 
 
 DOCTOR_HELP = """\
@@ -419,16 +202,9 @@ def doctor_main(argv: Sequence[str]) -> int:
     if argv:
         print(f"loglinear doctor: takes no arguments, got {' '.join(argv)}", file=sys.stderr)
         return 2
-    import torch
+    from loglinear.kernels.doctor import doctor_command
 
-    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
-        # the kernels then run in Triton's interpreter, which Triton reads when its own modules load (torch may
-        # have loaded them already): a new process with it set
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
-        return subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, check=False).returncode
-    from loglinear.kernels.doctor import run_doctor
-
-    return 0 if run_doctor() else 1
+    return doctor_command()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.models import LAMBDA_PARAMS, MIXERS, ModelConfig, build_model
+from loglinear.models.mixers import check_model
 
 
 def test_registries_hold_the_contract_names():
@@ -53,7 +54,7 @@ def test_defaults_build_and_run(mixer, d_model):
 )
 def test_impossible_configs_name_the_field(fields, message):
     with pytest.raises(ValueError, match=message):
-        ModelConfig(**fields)
+        check_model(ModelConfig(**fields))
 
 
 def test_build_model_accepts_mappings_and_rejects_unknown_keys():
@@ -73,11 +74,11 @@ def test_omegaconf_structured_config_round_trip():
 
 def test_default_heads():
     def heads(mixer: str, d: int) -> int:
-        return ModelConfig(mixer=mixer, d_model=d).heads
+        return MIXERS[mixer].num_heads(ModelConfig(mixer=mixer, d_model=d))
 
     assert [heads("gated_deltanet", d) for d in (16, 32, 64, 256, 512)] == [1, 2, 2, 2, 4]
     assert [heads("attention", d) for d in (16, 64, 128, 512)] == [1, 1, 2, 8]
-    assert ModelConfig(mixer="mamba2", d_model=64).heads == 8  # expand 2, head dim 16
+    assert heads("mamba2", 64) == 8  # expand 2, head dim 16
 
 
 def test_mixers_describe_themselves():

@@ -7,21 +7,24 @@ import pytest
 import torch
 
 import loglinear.models.linear_mixer as linear_mixer
-from loglinear.models import ModelConfig, build_model
+from loglinear.models import MIXERS, ModelConfig, build_model
 
 OPERATOR = {name: (getattr(linear_mixer, name), first) for name, first in (("run_impl", 1),
                                                                            ("log_linear_attn_step", 0))}
 """The mixers' operator calls, and where their (q, k, v, g, lam, beta) start (run_impl takes the impl's name first)."""
 
 
+def heads(**fields) -> int:
+    return MIXERS[fields["mixer"]].num_heads(ModelConfig(**fields))
+
+
 @pytest.mark.parametrize("d_model, deltanet", [(16, 1), (32, 2), (64, 2), (512, 4)])
 def test_each_mixer_reads_only_its_own_head_count(d_model, deltanet):
     for mixer in ("gated_deltanet", "log_linear_gated_deltanet"):
-        assert ModelConfig(mixer=mixer, d_model=d_model, attention_heads=4).heads == deltanet
-        explicit = ModelConfig(mixer=mixer, d_model=d_model, attention_heads=4, deltanet_heads=d_model // 16)
-        assert explicit.heads == d_model // 16
-    assert ModelConfig(mixer="attention", d_model=d_model, deltanet_heads=1).heads == max(1, d_model // 64)
-    assert ModelConfig(mixer="attention", d_model=d_model, attention_heads=2, deltanet_heads=1).heads == 2
+        assert heads(mixer=mixer, d_model=d_model, attention_heads=4) == deltanet
+        assert heads(mixer=mixer, d_model=d_model, attention_heads=4, deltanet_heads=d_model // 16) == d_model // 16
+    assert heads(mixer="attention", d_model=d_model, deltanet_heads=1) == max(1, d_model // 64)
+    assert heads(mixer="attention", d_model=d_model, attention_heads=2, deltanet_heads=1) == 2
 
 
 def _operator_calls(monkeypatch, model, inputs):
@@ -64,7 +67,7 @@ def test_lambda_scale_changes_only_the_lambda_scale(tiny, monkeypatch, d_model, 
     assert official.state_dict().keys() == plain.state_dict().keys()
     plain.load_state_dict(official.state_dict())
     key_dim = official.blocks[0].mixer.key_dim
-    assert key_dim == (key_dim or d_model // official.cfg.heads)
+    assert key_dim == (key_dim or d_model // official.blocks[0].mixer.n_heads)
     inputs = torch.randint(0, 32, (2, 11))
     scaled, unscaled = _operator_calls(monkeypatch, official, inputs), _operator_calls(monkeypatch, plain, inputs)
     assert len(scaled) == len(unscaled) == 4

@@ -9,7 +9,8 @@ import csv
 from pathlib import Path
 
 from loglinear.cli import sweep_main
-from loglinear.reports.report import verdict_text, write_report
+from loglinear.reports.report import write_report
+from loglinear.reports.tables import verdict_text
 
 from .report_helpers import finished, make_sweep, row, run_entry, section_rows, table_rows
 

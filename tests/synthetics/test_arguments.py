@@ -18,7 +18,8 @@ BAD = [
     ("mqar", {"power_a": float("nan")}, r"power_a must be a finite number"),
     ("mqar", {"random_non_queries": 1}, r"random_non_queries must be true or false"),
     ("mqar", {"seq_len": True}, r"seq_len must be an integer, got True"),
-    ("mqar", {"num_pairs": 4}, r"unknown argument\(s\) \['num_pairs'\] for task 'mqar'; valid: \['layout', 'num_kv_pairs'"),
+    ("mqar", {"num_pairs": 4},
+     r"unknown argument\(s\) \['num_pairs'\] for task 'mqar'; valid: \['layout', 'num_kv_pairs'"),
     ("parity", {"seq_len": 0}, r"seq_len must be >= 1, got 0"),
     ("parity", {"scored": "first"}, r"scored must be one of \['every', 'last'\], got 'first'"),
     ("cycle_nav", {"cycle_length": 1}, r"cycle_length must be >= 2, got 1"),
@@ -49,3 +50,12 @@ def test_bad_sample_arguments_raise(name):
         task.sample(0, 0)
     with pytest.raises(ValueError, match="seed must be an integer"):
         task.sample(2, 1.5)
+
+
+def test_a_task_by_its_import_path_and_a_path_that_is_not_a_task():
+    task = get_task("loglinear.synthetics.parity:Parity", seq_len=8)
+    assert type(task) is TASKS["parity"]
+    with pytest.raises(ValueError, match="task 'loglinear.synthetics.config:DataConfig' is not a subclass of Task"):
+        get_task("loglinear.synthetics.config:DataConfig")
+    with pytest.raises(ValueError, match="task 'nowhere:Task': cannot import it"):
+        get_task("nowhere:Task")

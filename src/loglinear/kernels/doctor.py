@@ -3,7 +3,10 @@ fused kernels' self-check run now (kernels/selfcheck.py), its verdicts stored fo
 
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
+import sys
 from collections.abc import Callable
 
 import torch
@@ -25,6 +28,17 @@ from loglinear.kernels.variant import Variant
 
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 """The dtypes checked on a CUDA device: float32, and bf16 (what bf16-mixed training, the GPU default, feeds in)."""
+
+
+def doctor_command() -> int:
+    """`loglinear doctor`: the report on stdout; exit status 0 when every check passed (or none could run), else 1.
+
+    Without a CUDA device the kernels run in Triton's interpreter, which Triton reads when its own modules load
+    (torch may have loaded them already): unless it is set, the check runs in a new process with it set."""
+    if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        return subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, check=False).returncode
+    return 0 if run_doctor() else 1
 
 
 def run_doctor(emit: Callable[[str], None] = print) -> bool:

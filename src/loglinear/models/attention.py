@@ -38,7 +38,7 @@ class Attention(Mixer):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__(cfg)
-        self.n_heads = cfg.heads
+        self.n_heads = self.num_heads(cfg)
         self.head_dim = cfg.d_model // self.n_heads
         self.rope_base = cfg.rope_base
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
@@ -50,12 +50,13 @@ class Attention(Mixer):
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        if cfg.d_model % cfg.heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by attention_heads={cfg.heads}")
-        if (cfg.d_model // cfg.heads) % 2:
+        heads = cls.num_heads(cfg)
+        if cfg.d_model % heads:
+            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by attention_heads={heads}")
+        if (cfg.d_model // heads) % 2:
             raise ValueError(
-                f"ModelConfig.attention_heads={cfg.heads} gives an odd attention head dim "
-                f"{cfg.d_model // cfg.heads}; RoPE needs it even"
+                f"ModelConfig.attention_heads={heads} gives an odd attention head dim {cfg.d_model // heads}; "
+                "RoPE needs it even"
             )
 
     def _qkv(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:

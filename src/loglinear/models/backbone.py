@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from loglinear.models.config import ModelConfig
 from loglinear.models.init import init_from_seed
 from loglinear.models.layers import RMSNorm, SwiGLU
-from loglinear.models.mixers import MIXERS
+from loglinear.models.mixers import MIXERS, check_model
 
 logger = logging.getLogger(__name__)
 
@@ -187,6 +187,7 @@ def build_model(cfg: ModelConfig | Mapping[str, Any], seed: int | None = None) -
     """
     cfg = ModelConfig.from_mapping(cfg)
     cfg.validate()
+    check_model(cfg)
     if seed is None:
         seed = int(torch.randint(2**62, ()).item())
     model = LanguageModel(cfg, seed)

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from loglinear.checks import check_float, check_int
 from loglinear.kernels import IMPLS, num_levels
@@ -40,7 +41,10 @@ class ModelConfig:
     """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides).
 
     mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, log_linear_mamba2,
-                      log_linear_gated_deltanet.
+                      log_linear_gated_deltanet; or the import path of a `Mixer` subclass,
+                      `package.module:Name` (docs/adding-a-mixer.md).
+    mixer_options:    the mixer's own options, for a mixer that declares them (`Mixer.options`, a
+                      dataclass): checked against it, unknown keys refused with the closest name.
     d_model:          residual width.
     n_layers:         number of blocks (mixer, then the optional MLP, each pre-norm and residual).
     vocab_size:       token vocabulary (embedding rows and logits).
@@ -109,6 +113,7 @@ class ModelConfig:
     """
 
     mixer: str = "attention"
+    mixer_options: dict[str, Any] = field(default_factory=dict)
     d_model: int = 64
     n_layers: int = 2
     vocab_size: int = 8192
@@ -145,14 +150,6 @@ class ModelConfig:
         self.validate()
 
     @property
-    def heads(self) -> int:
-        """Heads of this config's mixer (its `num_heads`: attention_heads, deltanet_heads or
-        expand * d_model / head_dim, with the defaults described above)."""
-        from loglinear.models.mixers import MIXERS
-
-        return MIXERS[self.mixer].num_heads(self)
-
-    @property
     def lambda_levels(self) -> int:
         """Levels of the log-linear mixers' lambda heads: num_levels(max_len)."""
         return num_levels(self.max_len)
@@ -162,20 +159,12 @@ class ModelConfig:
         return round(self.mlp_ratio * self.d_model)
 
     def validate(self) -> None:
-        """Raise a ValueError naming the field of the first impossible setting."""
-        from loglinear.models.lambda_params import LAMBDA_PARAMS
-        from loglinear.models.mixers import MIXERS
-
+        """Raise a ValueError naming the field of the first impossible setting among those a config checks alone:
+        the mixer and lambda names, and what the mixer needs, are checked by `check_model` (models/mixers.py),
+        which knows the registries."""
         for name in ("d_model", "n_layers", "max_len", "head_dim", "state_dim", "expand", "conv_size"):
             check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
         check_int("ModelConfig.vocab_size", self.vocab_size, minimum=2)
-        if self.mixer not in MIXERS:
-            raise ValueError(f"ModelConfig.mixer: unknown mixer {self.mixer!r}; valid: {', '.join(MIXERS.names())}")
-        if self.lambda_param not in LAMBDA_PARAMS:
-            raise ValueError(
-                f"ModelConfig.lambda_param: unknown lambda parameterisation {self.lambda_param!r}; "
-                f"valid: {', '.join(LAMBDA_PARAMS.names())}"
-            )
         if self.lambda_bias_init not in LAMBDA_BIAS_INITS:
             raise ValueError(
                 f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; "
@@ -219,7 +208,6 @@ class ModelConfig:
         for name in ("attention_heads", "deltanet_heads", "deltanet_key_dim"):
             if getattr(self, name) is not None:
                 check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
-        MIXERS[self.mixer].check_config(self)
 
     @classmethod
     def from_mapping(cls, values: object) -> ModelConfig:

@@ -81,8 +81,9 @@ class GatedDeltaNet(LinearAttentionMixer):
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        if cfg.d_model % cfg.heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by deltanet_heads={cfg.heads}")
+        heads = cls.num_heads(cfg)
+        if cfg.d_model % heads:
+            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by deltanet_heads={heads}")
 
     def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
         H, K, V = self.n_heads, self.key_dim, self.value_dim

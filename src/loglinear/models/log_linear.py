@@ -49,10 +49,10 @@ class LogLinearGatedDeltaNet(GatedDeltaNet):
 
     def __init__(self, cfg: ModelConfig) -> None:
         if cfg.scale_lambda:
-            head = ScaledLambdaHead.from_config(cfg, cfg.heads)
+            head = ScaledLambdaHead.from_config(cfg, self.num_heads(cfg))
             head.scale = self.head_key_dim(cfg) ** 0.5  # 1 / (the q scale K^-0.5)
         else:
-            head = LambdaHead.from_config(cfg, cfg.heads)
+            head = LambdaHead.from_config(cfg, self.num_heads(cfg))
         super().__init__(cfg, lambda_head=head)
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch import Tensor, nn
 
 from loglinear.models.lambda_params import LambdaHead
@@ -31,6 +33,8 @@ class Mixer(nn.Module):
     size_fields:  the ModelConfig fields that size it and not every mixer (`state_dim` sizes Mamba-2 only):
                   a report shows `-` for them in the rows of mixers that do not read them.
     num_heads(cfg): how many heads it has under a ModelConfig.
+    options:      a dataclass of its own options (`model.mixer_options`), typed and with defaults; None (the
+                  suite's mixers): it takes none. `read_options(cfg)` gives them, checked.
 
     `state_size(seq_len)` counts the numbers one sequence's decoding cache holds in this layer after
     `seq_len` tokens (docs/runs.md, "State size"); tests/models/test_state_size.py counts the real cache.
@@ -42,6 +46,7 @@ class Mixer(nn.Module):
     log_linear: ClassVar[bool] = False
     transitions: ClassVar[bool] = False
     size_fields: ClassVar[frozenset[str]] = frozenset()
+    options: ClassVar[type | None] = None
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -56,6 +61,22 @@ class Mixer(nn.Module):
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
         """Raise a ValueError naming the field when `cfg` cannot build this mixer."""
+
+    @classmethod
+    def read_options(cls, cfg: ModelConfig) -> Any:
+        """`cfg.mixer_options` as an instance of `options` (its defaults where not given); an unknown key (named
+        with the closest valid one) or a value of the wrong type is a ValueError naming the key."""
+        if cls.options is None:
+            if cfg.mixer_options:
+                raise ValueError(f"ModelConfig.mixer_options: mixer {cfg.mixer!r} takes no options, got "
+                                 f"{', '.join(sorted(cfg.mixer_options))}")
+            return None
+        try:
+            return OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls.options), cfg.mixer_options))
+        except OmegaConfBaseException as e:
+            key = getattr(e, "full_key", None)
+            raise ValueError(f"ModelConfig.mixer_options.{key}: {str(e).splitlines()[0]}" if key else
+                             f"ModelConfig.mixer_options: {str(e).splitlines()[0]}") from None
 
     def forward(self, x: Tensor) -> Tensor:
         raise NotImplementedError

@@ -2,19 +2,39 @@
 
 Benchmarks and tests list mixers in this order; report tables put each base mixer's log-linear
 variants right after it (the paper's rows). All of them read what each mixer says about itself
-(display name, base mixer, log-linear, heads: see `Mixer`). A new mixer is one module with its
-`Mixer` subclass plus one entry here (docs/adding-a-mixer.md).
+(display name, base mixer, log-linear, heads: see `Mixer`). A mixer of the suite is one module with its
+`Mixer` subclass plus one entry here; a user's own mixer is one file anywhere, named by its import path
+(`model.mixer=mypackage.layers:MyMixer`, docs/adding-a-mixer.md).
 """
 
 from __future__ import annotations
 
 from loglinear.models.attention import Attention
+from loglinear.models.config import ModelConfig
 from loglinear.models.gated_deltanet import GatedDeltaNet
+from loglinear.models.lambda_params import LAMBDA_PARAMS
 from loglinear.models.log_linear import LogLinearGatedDeltaNet, LogLinearMamba2
 from loglinear.models.mamba2 import Mamba2
 from loglinear.models.mixer import Mixer
 from loglinear.registry import Registry
 
 MIXERS: Registry[type[Mixer]] = Registry(
-    "mixer", ((m.name, m) for m in (Attention, Mamba2, GatedDeltaNet, LogLinearMamba2, LogLinearGatedDeltaNet))
+    "mixer", ((m.name, m) for m in (Attention, Mamba2, GatedDeltaNet, LogLinearMamba2, LogLinearGatedDeltaNet)),
+    base=Mixer,
 )
+
+
+def check_model(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` itself, once what its fields need of the registries holds: a known mixer (a name or an import
+    path) and lambda parameterisation, the mixer's own options (`Mixer.read_options`) and every setting the
+    mixer checks (`Mixer.check_config`); else a ValueError naming the field. (`ModelConfig` checks its own
+    fields when built, without the registries.)"""
+    for field, registry in (("mixer", MIXERS), ("lambda_param", LAMBDA_PARAMS)):
+        try:
+            registry[getattr(cfg, field)]
+        except ValueError as e:
+            raise ValueError(f"ModelConfig.{field}: {e}") from None
+    mixer = MIXERS[cfg.mixer]
+    mixer.read_options(cfg)
+    mixer.check_config(cfg)
+    return cfg

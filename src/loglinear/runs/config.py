@@ -29,6 +29,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.checks import check_float, check_int
 from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
+from loglinear.models.mixers import check_model
 from loglinear.synthetics import DataConfig
 from loglinear.synthetics.config import (
     check_data_config,
@@ -45,10 +46,11 @@ ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck")
 rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
 agent), whether the fused kernels check themselves first (result.json records what ran)."""
 ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
-    f"model.{f.name}": f.default
-    for f in dataclasses.fields(ModelConfig)
-    if f.name in ("deltanet_key_dim", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
-                  "conv_bias_init")
+    **{f"model.{f.name}": f.default
+       for f in dataclasses.fields(ModelConfig)
+       if f.name in ("deltanet_key_dim", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
+                     "conv_bias_init")},
+    "model.mixer_options": {},
 }
 """Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
 their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
@@ -315,6 +317,7 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
         if model.get("lambda_share_from_level") == SHARE_FROM_TRAINED:
             model["lambda_share_from_level"] = share_from_for_training_length(train_longest)
         cfg = _instance(RunConfig, values)
+        check_model(cfg.model)
     except ConfigError:
         raise
     except (ValueError, TypeError) as e:

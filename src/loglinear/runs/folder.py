@@ -41,6 +41,13 @@ class DiskFull(OSError):
     """No space left for a run's file; the message names it and what is left on its disk."""
 
 
+def fault_line(e: OSError) -> str:
+    """One line for a fault of the machine (a full disk, a read-only folder, no permission) naming the path."""
+    if isinstance(e, DiskFull) or not e.filename:
+        return f"{e.strerror or e}; free space or fix the folder, then rerun the same command"
+    return f"cannot write {e.filename}: {e.strerror}"
+
+
 def write_atomic(path: str | Path, write: Callable[[IO[bytes]], Any]) -> None:
     """Call `write(f)` on a temporary file beside `path`, then rename it to `path` (mode 0644 less the umask).
     Every file of the suite is written so. An OSError names `path` (a full disk: `DiskFull`)."""

@@ -33,6 +33,7 @@ TASKS: Registry[type[Task]] = Registry(
         S5TranspositionsWordProblem,
         FlipFlop,
     )),
+    base=Task,
 )
 
 

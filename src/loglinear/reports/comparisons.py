@@ -1,0 +1,130 @@
+"""The report's paired comparisons in words: one line per comparison with its tests (the primary alone at alpha,
+the secondaries under Holm), one sentence of what survives, and the differences at each test length."""
+
+from __future__ import annotations
+
+from loglinear.reports.paired import (
+    MINUS,
+    Family,
+    Pairing,
+    TestResult,
+    p_text,
+    paired_comparisons,
+    signed,
+    unpairable_reason,
+)
+from loglinear.reports.primary import primary_line
+from loglinear.reports.results import Sweep
+from loglinear.reports.state_tracking import accuracy_at
+from loglinear.reports.statistics import ALPHA
+from loglinear.reports.tables import length_labels, markdown_table, pct_text, test_lengths
+
+PAIRED_NOTE = (
+    "Each comparison: the learning rates each side chose among; per shared seed, the exact McNemar test of "
+    "`solved` (test accuracy above {pct}%){plateau}; the log-rank test of the steps to {pct}% on validation (all runs "
+    "of each side); and the paired Student-t 95% interval of the difference in test accuracy (percentage points), "
+    "which treats accuracy as continuous and roughly normal, so it misleads when runs either solve the task or "
+    "stay on a plateau. The primary comparison, declared by the spec before the runs, is tested alone at alpha "
+    "{alpha:g} (its own line below); every other test is secondary: `Holm`, its p-value adjusted by "
+    "Holm-Bonferroni over the {n} secondary tests of this report (family-wise error {alpha:g}); `survives`: "
+    "adjusted p <= {alpha:g}."
+)
+
+
+def length_pairings(sweep: Sweep) -> list[Pairing]:
+    """State tracking: the paired comparisons at each test length ([] for a sweep without several lengths)."""
+    lengths = test_lengths(sweep)
+    if len(lengths) < 2:
+        return []
+    return [p for n in lengths for p in paired_comparisons(sweep, score=accuracy_at(n), length=n)]
+
+
+def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]) -> str:
+    """The note, one line per comparison with its tests, then one sentence of what survives Holm."""
+    if not pairings:
+        return f"No paired comparison: {unpairable_reason(sweep)}."
+    report = sweep.report
+    plateau = "" if report.plateau is None else f" and of `escaped` (above {pct_text(report.plateau)}%)"
+    lines = [PAIRED_NOTE.format(pct=pct_text(report.threshold), plateau=plateau, n=len(family.secondaries),
+                                alpha=ALPHA), ""]
+    lines += [primary_line(family, report.primary is not None), ""]
+    lines += [f"- {comparison_line(p, family)}" for p in pairings]
+    lines += ["", holm_summary(family)]
+    return "\n".join(lines)
+
+
+def comparison_line(p: Pairing, family: list[TestResult]) -> str:
+    """`d_model=16: Log-Linear Mamba-2 − Mamba-2 (learning rates 8 vs 8): solved 3/5 vs 1/5, McNemar p=0.500
+    (Holm 1.000); ...`, led by `**Primary**` for the primary comparison."""
+    head = f"{p.cell}: {p.mixer_label} {MINUS} {p.baseline_label}"
+    if p.reason is not None:
+        return f"{head}: no pair ({p.reason})"
+    chosen = f"learning rates {p.candidates[0]} vs {p.candidates[1]}" + (
+        "" if p.candidates[0] == p.candidates[1] else ", unequal")
+    tests = {r.test: r for r in family if r.pairing is p}
+    parts = []
+    for test, threshold in (("solved", p.threshold), ("escaped", p.plateau)):
+        if test in tests:
+            a, b, only_a, only_b = p.outcomes(threshold)  # type: ignore[arg-type]
+            parts.append(f"{test} {a}/{p.n_pairs} vs {b}/{p.n_pairs} (discordant {only_a} vs {only_b}), "
+                         f"McNemar {_p(tests[test])}")
+    if "steps" in tests:
+        reached = [sum(e.reached for e in side) for side in p.passages]
+        parts.append(f"steps to {pct_text(p.threshold)}%: reached {reached[0]}/{len(p.passages[0])} vs "
+                     f"{reached[1]}/{len(p.passages[1])}, log-rank {_p(tests['steps'])}")
+    ci = p.interval
+    if ci is None:
+        parts.append(f"accuracy {signed(p.diffs[0])} points, one pair (no interval)")
+    else:
+        parts.append(f"accuracy (paired t, continuous) {signed(ci.estimate)} points [{signed(ci.low)}, "
+                     f"{signed(ci.high)}], better on {p.wins} of {p.n_pairs} seeds"
+                     + (f", {_p(tests['accuracy'])}" if "accuracy" in tests else ""))
+    text = f"{head} ({chosen}): " + "; ".join(parts)
+    if p.left_out:
+        text += f"; {len(p.left_out)} seed(s) left out, without a result on one side"
+    return ("**Primary** " if any(r.primary for r in tests.values()) else "") + text
+
+
+def _p(result: TestResult) -> str:
+    if result.adjusted is None:
+        verdict = "significant" if result.survives else "not significant"
+        return f"p={p_text(result.p)} (primary, alone at alpha {ALPHA:g}: {verdict})"
+    mark = ", survives" if result.survives else ""
+    return f"p={p_text(result.p)} (Holm {p_text(result.adjusted)}{mark})"
+
+
+def holm_summary(family: Family) -> str:
+    """One sentence: the secondary tests that survive Holm over the report's secondaries (the primary has its
+    own line)."""
+    if not family:
+        return "No comparison has a pair of runs (the reasons are above), so there is nothing to test."
+    secondaries = family.secondaries
+    if not secondaries:
+        return "The primary test is the report's only test: there is no secondary one."
+    survivors = [r for r in secondaries if r.survives]
+    found = "; ".join(f"{r.pairing.name}: {r.test}" for r in survivors)
+    return (f"Of the {len(secondaries)} secondary tests of this report, {len(survivors)} survive Holm at "
+            f"{ALPHA:g}" + (f": {found}." if survivors else
+                            ", so they do not show a difference between any two arms."))
+
+
+def length_paired_table(sweep: Sweep, by_length: list[Pairing], family: list[TestResult]) -> str:
+    """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3, solved 3 vs 3`."""
+    lengths = sorted({p.length for p in by_length})  # type: ignore[type-var]
+    header = ["comparison", "cell", *length_labels(sweep, lengths)]  # type: ignore[arg-type]
+    rows: dict[tuple[str, str], list[str]] = {}
+    for p in by_length:
+        line = rows.setdefault((f"{p.mixer_label} {MINUS} {p.baseline_label}", p.cell), [""] * len(lengths))
+        survives = any(r.survives for r in family if r.pairing is p)
+        line[lengths.index(p.length)] = _length_cell(p) + (" *" if survives else "")
+    return markdown_table(header, [[*key, *line] for key, line in rows.items()])
+
+
+def _length_cell(p: Pairing) -> str:
+    if p.reason is not None:
+        return "no pair"
+    ci = p.interval
+    interval = f" [{signed(ci.low)}, {signed(ci.high)}]" if ci else ""
+    mean = ci.estimate if ci else p.diffs[0]
+    a, b, _, _ = p.outcomes(p.threshold)
+    return f"{signed(mean)}{interval} {p.wins}/{p.n_pairs}, solved {a} vs {b}"

@@ -1,0 +1,78 @@
+"""The report's files beside its table: `results.csv` (one row per expected run) and `paired.csv` /
+`paired_by_length.csv` (one row per comparison, every test with its Holm-adjusted p-value)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
+from loglinear.reports.paired import Pairing, TestResult
+from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_state
+from loglinear.reports.results import LAMBDA_KEY, Sweep
+from loglinear.runs.folder import write_text_atomic
+
+TABLE = "table.md"
+CSV = "results.csv"
+PAIRED_CSV = "paired.csv"
+PAIRED_LENGTH_CSV = "paired_by_length.csv"
+STATE_KINDS = ("per_layer", "total")
+RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
+CSV_COLUMNS = (
+    "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
+    *RESULT_COLUMNS, "val_score", "test_score", "implementations", *(f"state_size_{kind}" for kind in STATE_KINDS),
+    *RECALL_COLUMNS,
+)
+"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+`implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
+recorded); `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training
+length (then `.../seq_len=L` at each test length L, after the test metrics); `state_at_recall_*`: what it holds
+at the MQAR test queries (reports/recall_levels.py)."""
+
+
+def write_csv(sweep: Sweep, path: Path) -> None:
+    """One row per expected run: the fixed columns, every test metric, the state sizes at each test length,
+    then the varied keys."""
+    metrics = sorted({k for r in sweep.records for k in r.test})
+    lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
+    states = [(kind, n) for n in lengths for kind in STATE_KINDS]
+    varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
+    for r in sweep.records:
+        fixed = {
+            "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
+            "lambda_param": r.get(LAMBDA_KEY),
+            "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
+            "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
+            "val_score": r.val_score, "test_score": r.test_score,
+            **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
+            "implementations": " ".join(r.implementations or ()), **recall_state(r),
+        }
+        writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+                        + [_csv(r.state_at(n, kind)) for kind, n in states]
+                        + [_csv(r.point.get(k)) for k in varied])
+    write_text_atomic(path, text.getvalue())
+
+
+def write_paired_csv(pairings: list[Pairing], family: list[TestResult], path: Path) -> None:
+    """One row per comparison (`paired.COLUMNS`, empty where a test does not apply); comparisons at a test length
+    have a first column `test_length`."""
+    lengths = any(p.length is not None for p in pairings)
+    text = io.StringIO()
+    writer = csv.writer(text)
+    writer.writerow((["test_length"] if lengths else []) + list(PAIRED_COLUMNS))
+    for pairing in pairings:
+        values = pairing.row(family)
+        writer.writerow(([pairing.length] if lengths else []) + [_csv(values[c]) for c in PAIRED_COLUMNS])
+    write_text_atomic(path, text.getvalue())
+
+
+def _csv(value: Any) -> Any:
+    if value is None:
+        return ""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value

@@ -1,0 +1,108 @@
+"""The work of `loglinear sweep run` and `sweep report`: a sweep from its spec to its report. It lives with the
+reports because a two-stage sweep selects on its own results (reports/results.py) before its second stage, and
+every sweep ends by writing its report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from loglinear.reports.lambda_plots import write_lambda_report
+from loglinear.reports.report import write_report
+from loglinear.reports.results import edge_picks, load_sweep, selected_points
+from loglinear.runs.folder import FINISHED
+from loglinear.sweeps.commands import Launch, print_plan, sweep_out
+from loglinear.sweeps.extension import extension_points
+from loglinear.sweeps.manifest import write_manifest
+from loglinear.sweeps.power import check_design
+from loglinear.sweeps.progress import ELSEWHERE
+from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
+from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand, load_spec
+
+
+def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False) -> int:
+    """Run the sweep of `spec_path` into `out_arg` (default sweeps_out/<name>), skipping finished runs and resuming
+    the others, then print its report; `dry_run`: list the runs only. The exit status of `loglinear sweep run`."""
+    spec = load_spec(spec_path)
+    design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
+    if design is not None:
+        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
+    runs = expand(spec)
+    out = sweep_out(spec, out_arg)
+    if dry_run:
+        print_plan(spec, runs, out)
+        return 0
+    with exclusive_sweep(out):
+        write_manifest(out, spec, runs)
+        outcome = launch(spec.name, runs, out)
+        if spec.protocol is not None and not outcome.interrupted:
+            runs, outcome = _confirm(launch, spec, runs, out, outcome)
+    unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
+    if outcome.interrupted:
+        if launch.launcher == "local":
+            print(f"loglinear sweep: interrupted with {len(unfinished)} of {len(runs)} runs unfinished; resume with: "
+                  f"loglinear sweep run {subprocess.list2cmdline([spec_path, '--out', str(out)])}", file=sys.stderr)
+        return 130
+    print_report(out)
+    if unfinished:
+        elsewhere = sum(outcome.statuses[rid] == ELSEWHERE for rid in unfinished)
+        held = f", {elsewhere} of them being trained by another process" if elsewhere else ""
+        print(f"loglinear sweep: {len(unfinished)} of {len(runs)} runs did not finish{held} (see {out}/table.md)",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
+             first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
+    """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over, with
+    its extensions beyond the grid's edges), add the chosen configurations on the confirmation seeds to the manifest
+    and run them."""
+    runs, first = _extend(launch, spec, runs, out, first)
+    if first.interrupted:
+        return runs, first
+    confirmation = expand(spec, confirmation_points(spec, selected_points(load_sweep(out))))
+    write_manifest(out, spec, [*runs, *confirmation])
+    second = launch(f"{spec.name} confirmation", confirmation, out)
+    return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted)
+
+
+def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
+            first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
+    """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
+    rate beyond it on the selection seeds (sweeps/extension.py). Rerunning the sweep makes the same decisions from
+    the same results, so it resumes here too."""
+    assert spec.protocol is not None
+    for round_ in range(1, spec.protocol.extensions + 1):
+        known = {r.run_id for r in runs}
+        extra = [r for r in expand(spec, extension_points(spec, edge_picks(load_sweep(out)))) if r.run_id not in known]
+        if not extra:
+            break
+        runs = [*runs, *extra]
+        write_manifest(out, spec, runs)
+        outcome = launch(f"{spec.name} grid extension {round_}", extra, out)
+        first = SweepOutcome({**first.statuses, **outcome.statuses}, outcome.interrupted)
+        if outcome.interrupted:
+            break
+    return runs, first
+
+
+def report_sweep(out: Path, *, lambda_levels: bool = False) -> int:
+    """`loglinear sweep report`: the report of the sweep in `out`; `lambda_levels`: and lambda by level per cell."""
+    print_report(out)
+    if lambda_levels:
+        written, skipped = write_lambda_report(out)
+        print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+        for name, reason in skipped.items():
+            print(f"skipped {name}: {reason}", file=sys.stderr)
+    return 0
+
+
+def print_report(out: Path) -> None:
+    """Write the report; the tables go to stdout, the list of files to stderr."""
+    report = write_report(out)
+    print(report.table)
+    print(f"wrote {', '.join(str(p) for p in report.written)}", file=sys.stderr)
+    for name, reason in report.skipped.items():
+        print(f"skipped {name}: {reason}", file=sys.stderr)

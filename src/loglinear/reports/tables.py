@@ -1,0 +1,232 @@
+"""The report's tables, one per cell of the sweep (rows: architectures and the keys that make rows of their own,
+columns: d_model): test accuracy, solve rate, steps to the threshold, accuracy given solved, the selected learning
+rate, accuracy by test length and by number of key-value pairs, the operator implementations and the missing runs;
+with the notes that say how to read them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from loglinear.reports.frontier import PAIRS_PREFIX
+from loglinear.reports.results import HEADERS, Cell, Sweep, mean_std_text, slice_values
+from loglinear.reports.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
+from loglinear.reports.statistics import kaplan_meier, t_interval, wilson
+from loglinear.runs.folder import FINISHED
+from loglinear.sweeps.spec import describe
+
+NOTE = (
+    "Test accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with the best mean "
+    "validation accuracy in each cell (listed below with the number of learning rates it was chosen from; every "
+    "cell of an architecture chooses among the same ones, and each λ parameterisation is a row of its own): "
+    "selected on validation, reported on test. Both are the final weights' (after early stopping or at the budget). "
+    "`>={pct}`: every seed above {pct}%. `[k/n]`: only k of the cell's n runs finished (the others are listed at "
+    "the end). Diverged runs count as 0."
+)
+
+SEVERAL_LENGTHS_NOTE = (
+    "With several test lengths, the test accuracy above is the mean over the examples of every test set, so over "
+    "the lengths {lengths} when the sets have the same size: read the tables by test length below."
+)
+
+MIXED_NOTE = (
+    "These tables are built from runs that ran different implementations of the log-linear operator: {counts} "
+    "(see \"Operator implementations\" below)."
+)
+
+IMPLEMENTATIONS_NOTE = (
+    "The implementations of the log-linear operator the finished runs' mixers ran (result.json `implementations`) "
+    "and the fused kernels' self-check verdicts they relied on (docs/operator.md, \"The fused kernels' self-check\")."
+)
+
+
+def pct_text(threshold: float) -> str:
+    return f"{100 * threshold:g}"
+
+
+def format_cell(cell: Cell, threshold: float) -> str:
+    """`55.9 (3.1)`, `>=99` (every run above the threshold), `55.9` (one seed) or `-`, with ` [k/n]` when runs
+    are missing."""
+    values = cell.values
+    if not values:
+        text = "-"
+    elif cell.all_above(threshold):
+        text = f">={pct_text(threshold)}"
+    else:
+        text = mean_std_text(values)
+    return text if cell.complete else f"{text} [{len(values)}/{len(cell.runs)}]"
+
+
+def format_rate(cell: Cell, threshold: float) -> str:
+    """`3/5 [23, 88]` (Wilson 95% interval in percent) or `-` without a run that has a result."""
+    n = len(cell.values)
+    rate = wilson(cell.above(threshold), n)
+    return "-" if rate is None else f"{cell.above(threshold)}/{n} [{100 * rate.low:.0f}, {100 * rate.high:.0f}]"
+
+
+def format_steps(cell: Cell, threshold: float) -> str:
+    """`1200 (3/5 reached)`, `never (1/5 reached)` or `-` without a run with a metrics.csv."""
+    events = cell.passages(threshold)
+    curve = kaplan_meier(events)
+    if curve is None:
+        return "-"
+    reached = f"({sum(e.reached for e in events)}/{len(events)} reached)"
+    return f"{'never' if curve.median == math.inf else f'{curve.median:.0f}'} {reached}"
+
+
+def format_given_solved(cell: Cell, threshold: float) -> str:
+    """`99.6 [99.2, 100.0] (n=3)`, `99.5 (n=1)` or `-` when no run is above the threshold."""
+    solved = [100 * v for v in cell.values if v > threshold]
+    if not solved:
+        return "-"
+    ci = t_interval(solved)
+    interval = "" if ci is None else f" [{ci.low:.1f}, {min(ci.high, 100.0):.1f}]"
+    return f"{sum(solved) / len(solved):.1f}{interval} (n={len(solved)})"
+
+
+def format_config(cell: Cell) -> str:
+    if cell.lr is None:
+        return "-"
+    edge = "" if cell.edge is None else f", at the {cell.edge} edge"
+    return f"{cell.lr:.3g} (of {cell.candidates}{edge})"
+
+
+def pivot(sweep: Sweep, cells: dict, fmt) -> str:
+    rows = list(dict.fromkeys(r.row for r in sweep.records))
+    columns = sorted({r.d_model for r in sweep.records})
+    header = [column_header(k) for k in sweep.row_keys] + [f"d_model {d}" for d in columns]
+    body = [list(row) + [fmt(cells[(row, d)]) if (row, d) in cells else "" for d in columns] for row in rows]
+    return markdown_table(header, body)
+
+
+def accuracy_note(sweep: Sweep, pct: str) -> str:
+    lengths = test_lengths(sweep)
+    note = NOTE.format(pct=pct)
+    if len(lengths) >= 2:
+        note = f"{note} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
+    mixed = mixed_implementations(sweep)
+    return note if not mixed else note + "\n\n" + MIXED_NOTE.format(counts=mixed)
+
+
+def mixed_implementations(sweep: Sweep) -> str | None:
+    """`chunk (3 runs), triton (12 runs)` when the finished runs that ran the operator did not all run the same
+    implementations; None otherwise."""
+    counts: dict[str, int] = {}
+    for r in sweep.records:
+        if r.status in FINISHED and r.implementations:
+            label = implementations_label(r.implementations)
+            counts[label] = counts.get(label, 0) + 1
+    if len(counts) < 2:
+        return None
+    return ", ".join(f"{label} ({n} run{'s' if n > 1 else ''})" for label, n in sorted(counts.items()))
+
+
+def implementations_section(sweep: Sweep) -> str:
+    """One row per (implementations, self-check verdicts) among the finished runs, with how many runs."""
+    finished = [r for r in sweep.records if r.status in FINISHED]
+    if not any(r.implementations is not None for r in finished):
+        return "Not recorded in the finished runs' results."
+    groups: dict[tuple[str, str], int] = {}
+    for r in finished:
+        key = (implementations_label(r.implementations), "; ".join(map(verdict_text, r.selfchecks)) or "-")
+        groups[key] = groups.get(key, 0) + 1
+    rows = [[label, str(n), verdicts] for (label, verdicts), n in groups.items()]
+    return IMPLEMENTATIONS_NOTE + "\n\n" + markdown_table(["implementations", "runs", "self-check"], rows)
+
+
+def implementations_label(implementations: tuple[str, ...] | None) -> str:
+    if implementations is None:
+        return "not recorded"
+    return " + ".join(f"`{name}`" for name in implementations) or "none (no mixer runs the operator)"
+
+
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """`passed on NVIDIA H100 (bfloat16)`, or `failed on ...: the failure (stored in PATH)`, for a table cell."""
+    text = f"{verdict['status']} on {verdict['device']} ({verdict['dtype']})"
+    if verdict["status"] == "failed":
+        text += f": {verdict['failure']} (stored in {verdict['path']})"
+    return text.replace("|", "\\|")
+
+
+def test_lengths(sweep: Sweep) -> list[int]:
+    """The state-tracking test lengths of the sweep (test/acc/seq_len=N), ascending."""
+    return sorted(slice_values([r for r in sweep.records if r.task != "mqar"], SEQ_LEN_PREFIX))
+
+
+def length_labels(sweep: Sweep, lengths: list[int]) -> list[str]:
+    """Column labels of test lengths: `40 (train)` inside the training range (when all runs share one), else `80`."""
+    trained = {training_lengths(r) for r in sweep.records if r.task != "mqar"}
+    low, high = trained.pop() if len(trained) == 1 and None not in trained else (0, -1)
+    return [f"{n} (train)" if low <= n <= high else str(n) for n in lengths]
+
+
+def length_table(sweep: Sweep, cells: dict) -> str | None:
+    """State tracking: per test length, the scaled accuracy, the full-sequence accuracy and the runs above the
+    threshold (k/n) of the selected runs."""
+    lengths = test_lengths(sweep)
+    if len(lengths) < 2:
+        return None
+    header = [column_header(k) for k in sweep.row_keys] + ["d_model"]
+    for n, label in zip(lengths, length_labels(sweep, lengths), strict=True):
+        header += [f"{label} scaled", f"{n} seq %", f"{n} solved"]
+    body = []
+    for (row, d_model), cell in cells.items():
+        runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
+        if not slice_values(runs, SEQ_LEN_PREFIX):
+            continue
+        classes = num_classes(runs[0])
+        per_length = slice_values(runs, SEQ_LEN_PREFIX)
+        per_length_seq = slice_values(runs, SEQ_ACC_PREFIX)
+        line = [*row, str(d_model)]
+        for n in lengths:
+            scores = [scaled(a, classes) for a in per_length.get(n, [])]
+            at_n = per_length.get(n, [])
+            solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
+            line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, [])), solved]
+        body.append(line)
+    return markdown_table(header, body) if body else None
+
+
+def pairs_table(sweep: Sweep, cells: dict) -> str | None:
+    """MQAR: per number of key-value pairs tested, the test accuracy and the runs above the threshold (k/n) of
+    the selected runs; None without two numbers of pairs."""
+    slices = sorted({n for cell in cells.values() for n in slice_values(cell.runs, PAIRS_PREFIX)})
+    if len(slices) < 2:
+        return None
+    header = [column_header(k) for k in sweep.row_keys] + ["d_model"]
+    for n in slices:
+        header += [f"{n} pairs %", f"{n} solved"]
+    body = []
+    for (row, d_model), cell in cells.items():
+        per_pairs = slice_values([r for r in cell.runs if r.status in FINISHED], PAIRS_PREFIX)
+        if not per_pairs:
+            continue
+        line = [*row, str(d_model)]
+        for n in slices:
+            at_n = per_pairs.get(n, [])
+            solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
+            line += [mean_std_text(at_n), solved]
+        body.append(line)
+    return markdown_table(header, body) if body else None
+
+
+def missing_runs(sweep: Sweep) -> str:
+    missing = [r for r in sweep.records if r.status not in FINISHED]
+    if not missing:
+        return f"None: all {len(sweep.records)} runs finished."
+    lines = []
+    for r in missing:
+        error = r.result.get("error")
+        reason = "no result yet (not run, running or interrupted)" if r.status == "missing" else r.status
+        lines.append(f"- `runs/{r.run_id}` ({describe(r.point)}): {reason}" + (f": {error}" if error else ""))
+    return f"{len(missing)} of {len(sweep.records)} runs:\n\n" + "\n".join(lines)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def column_header(key: str) -> str:
+    return HEADERS.get(key, key.rsplit(".", 1)[-1])

@@ -1,0 +1,103 @@
+"""The work of `loglinear sweep status`, `sweep wandb` and `sweep run --dry-run`, and how `sweep run` launches
+runs (`Launch`); `reports/sweep_run.py` drives a whole `sweep run`, which ends with the report."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from loglinear.runs.config import ConfigError
+from loglinear.runs.folder import FINISHED, status_of
+from loglinear.sweeps import runner
+from loglinear.sweeps.manifest import default_out, read_manifest, run_dir, write_manifest
+from loglinear.sweeps.progress import Progress
+from loglinear.sweeps.runner import SweepOutcome
+from loglinear.sweeps.spec import Run, SweepSpec, describe, expand, load_spec, planned_runs
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How `sweep run` starts runs: `launcher` "local" (processes here: `workers` at a time, or `runs_per_gpu`
+    on each GPU) or "submitit" (a Slurm job array of `workers` parallelism, `executor` KEY=VALUE parameters);
+    `quiet`: no progress line."""
+
+    launcher: str = "local"
+    workers: int | None = None
+    runs_per_gpu: int | None = None
+    executor: tuple[str, ...] = ()
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        if self.runs_per_gpu is not None and self.launcher != "local":
+            raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
+
+    def __call__(self, name: str, runs: list[Run], out: Path) -> SweepOutcome:
+        """Run `runs` (skipping finished ones), showing progress under `name`."""
+        progress = Progress(name, enabled=not self.quiet)
+        if self.launcher == "submitit":
+            from loglinear.sweeps.launchers import parse_executor_args, submit_array
+
+            return submit_array(runs, out, name, self.workers, parse_executor_args(list(self.executor)), progress)
+        return runner.run_local(runs, out, self.workers, progress, runs_per_gpu=self.runs_per_gpu)
+
+
+def sweep_out(spec: SweepSpec, out: str | None) -> Path:
+    """The sweep's folder: `--out`, a folder or a path where one can be made (a file there is bad input), or
+    sweeps_out/<name>."""
+    if out is None:
+        return default_out(spec)
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"--out {path} is a file, not a folder: give a folder for the sweep's runs")
+    return path
+
+
+def print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
+    """The runs of a sweep with their ids, status and varied values, and the command each one is."""
+    statuses = [status_of(run_dir(out, r.run_id)) for r in runs]
+    shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
+    print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished")
+    print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
+    for run, status in zip(runs, statuses, strict=True):
+        print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
+    if spec.protocol is not None:
+        seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
+        print(f"then, once these selection runs are done: for each cell whose pick sits at an edge of its learning "
+              f"rates, up to {spec.protocol.extensions} more beyond it on the selection seeds; then each cell's "
+              f"selected learning rate on the confirmation seeds {seeds} "
+              f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
+
+
+def print_status(out: Path) -> int:
+    """Each run's status from its folder and Slurm's queue (without the queue when it cannot be read)."""
+    from loglinear.sweeps.slurm import SlurmError
+    from loglinear.sweeps.status import format_status, sweep_status
+
+    try:
+        states = sweep_status(out)
+    except SlurmError as e:
+        print(f"loglinear sweep status: Slurm's queue is not readable here ({e}); runs without a result are shown as "
+              f"stopped or not started", file=sys.stderr)
+        states = sweep_status(out, with_queue=False)
+    print(format_status(read_manifest(out)["name"], states))
+    return 0
+
+
+def write_wandb(spec_path: str, out_arg: str | None) -> int:
+    """A wandb sweep file whose runs are `loglinear train` commands, and the manifest of its runs."""
+    from loglinear.sweeps.launchers import write_wandb_sweep
+
+    spec = load_spec(spec_path)
+    runs = expand(spec)
+    out = sweep_out(spec, out_arg)
+    path = write_wandb_sweep(spec, out)
+    write_manifest(out, spec, runs)
+    print(
+        f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). "
+        "Start the sweep, then one agent per GPU or machine, "
+        f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
+        f"When they are done: loglinear sweep report {out}"
+    )
+    return 0
