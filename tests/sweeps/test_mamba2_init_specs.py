@@ -16,7 +16,7 @@ INITS = {DEFAULTS, ("arange", 0.02, "normal", "uniform"), ("arange", 0.1, "fan_i
 
 
 @pytest.mark.parametrize(("name", "rates", "total", "steps"), [
-    ("mamba2_init_cpu", (1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2, 1.0e-1), 160, 5000),
+    ("mamba2_init_cpu", (3.0e-3, 1.0e-2, 3.0e-2), 128, 5000),
     ("mamba2_init_parity_cpu", (1.0e-3, 3.0e-3, 1.0e-2, 3.0e-2), 144, 4000),
 ])
 def test_each_mamba2_init_arm_with_its_log_linear_twin_and_the_references_at_defaults(name, rates, total, steps):
