@@ -58,7 +58,7 @@ def acc_vs_d_model(sweep: Sweep) -> Drawing:
     if not series:
         return "no run finished"
     fig, (ax,) = _panels(1)
-    _seed_series(ax, series)
+    seed_series(ax, series)
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(-1, 101)
@@ -91,7 +91,7 @@ def acc_vs_seq_len(sweep: Sweep) -> Drawing:
         return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
     fig, axes = _panels(len(panels))
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        _seed_series(ax, series)
+        seed_series(ax, series)
         tested = sorted({x for points in series.values() for x, _ in points})
         _log2_axis(ax, tested, "test sequence length")
         if panel in trained:
@@ -123,7 +123,7 @@ def acc_vs_lr(sweep: Sweep) -> Drawing:
     axes = fig.subplots(2, len(panels), squeeze=False)
     for column, (title, arms) in enumerate(sorted(panels.items())):
         accuracy, rate = axes[0][column], axes[1][column]
-        _seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
+        seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
                                  for label, by_lr in arms.items()})
         for label, by_lr in arms.items():
             points = sorted(by_lr.items())
@@ -191,7 +191,7 @@ def mqar_frontier(sweep: Sweep) -> Drawing:
         return "no finished MQAR run with a state size in its result.json"
     fig, axes = _panels(len(series))
     for ax, (panel, lines) in zip(axes, series.items(), strict=True):
-        _seed_series(ax, lines)
+        seed_series(ax, lines)
         ax.set_xscale("log")
         ax.set_xlabel("state size (numbers per sequence, all layers)")
         ax.set_ylabel("test accuracy (%)")
@@ -215,7 +215,7 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing
         return missing
     fig, axes = _panels(len(panels))
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        _seed_series(ax, series)
+        seed_series(ax, series)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
         ax.set_title(f"{panel[0]}, d_model {panel[1]} ({SEEDS_NOTE})")
         ax.set_ylabel("test accuracy (%)")
@@ -234,15 +234,16 @@ def _series(cells: Cells, values_of: Callable[[Cell], list[float]],
     return series
 
 
-def _seed_series(ax, series: dict[str, list[tuple[float, list[float]]]]) -> None:
+def seed_series(ax, series: dict[str, list[tuple[float, list[float]]]], colors: dict[str, str] | None = None) -> None:
     """Each series' seeds as points and their median as a line, on a log x axis. The series at one x sit side by
     side, and the seeds of one series spread within its slot (in the order of their values), so no seed hides
-    another: the spread is a factor of at most 2**SPREAD along x, the values are never moved."""
+    another: the spread is a factor of at most 2**SPREAD along x, the values are never moved. `colors`: a colour
+    per label (else the axes' cycle)."""
     slot = SPREAD / max(len(series), 1)
     for index, (label, points) in enumerate(series.items()):
         shift = (index - (len(series) - 1) / 2) * slot
         line, = ax.plot([x * 2**shift for x, _ in points], [statistics.median(v) for _, v in points], marker="_",
-                        markersize=12, label=label)
+                        markersize=12, label=label, **({} if colors is None else {"color": colors[label]}))
         xs, ys = [], []
         for x, values in points:
             for rank, value in enumerate(sorted(values)):

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib import rcParams
-from matplotlib.ticker import MaxNLocator
 
-from loglinear.reports.plots import _finish, _panels, save_figure
-from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std, mean_std_text
+from loglinear.reports.plots import _finish, _panels, save_figure, seed_series
+from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std_text
 from loglinear.runs.folder import FINISHED, write_text_atomic
 
 TABLE = "recall.md"
@@ -74,35 +73,44 @@ def recall_tables(sweep: Sweep) -> str | None:
 
 def recall_plot(sweep: Sweep) -> Any:
     """Accuracy against distance (every arm) and against level (log-linear arms), each arm in one colour in both
-    panels, mean ± std over seeds; a reason string without data."""
+    panels, each seed a point and the median a line; a reason string without data. Level l is drawn at distance
+    2^(l-1), the nearest its keys can be, so both panels share the distance axis."""
     cells = recall_cells(sweep)
     if not cells:
         return "no finished MQAR run with a recall record in its result.json"
-    colours = rcParams["axes.prop_cycle"].by_key()["color"]
-    buckets = sorted({lab for runs in cells.values() for r in runs for lab in accuracy_by(r, "by_distance")},
-                     key=lambda lab: int(lab.split("-")[0]))
+    cycle = rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {name: cycle[i % len(cycle)] for i, name in enumerate(cells)}
     fig, axes = _panels(2)
     for ax, kind, xlabel in ((axes[0], "by_distance", "key-to-query distance"),
                              (axes[1], "by_level", "Fenwick level of the key at the query")):
-        for i, (name, runs) in enumerate(cells.items()):
-            if kind == "by_level" and not is_log_linear(runs[0].mixer):
-                continue
-            values = [accuracy_by(r, kind) for r in runs]
-            labels = sorted({lab for v in values for lab in v}, key=lambda lab: int(lab.split("-")[0]))
-            stats = [mean_std([100 * v[lab] for v in values if lab in v]) for lab in labels]
-            ax.errorbar([int(lab.split("-")[0]) for lab in labels], [m for m, _ in stats],
-                        yerr=[s or 0.0 for _, s in stats], marker="o", capsize=3, label=name,
-                        color=colours[i % len(colours)])
-        if kind == "by_distance":
-            ax.set_xscale("log", base=2)
-            ax.set_xticks([int(lab.split("-")[0]) for lab in buckets], buckets)
-            ax.minorticks_off()
-        else:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        series = {name: _seed_points(runs, kind) for name, runs in cells.items()
+                  if kind == "by_distance" or is_log_linear(runs[0].mixer)}
+        seed_series(ax, series, colors)
+        labels = sorted({lab for runs in cells.values() for r in runs for lab in accuracy_by(r, kind)},
+                        key=_low_end)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([_position(lab, kind) for lab in labels], labels)
+        ax.minorticks_off()
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(0, 101)
     return _finish(fig, axes)
+
+
+def _low_end(label: str) -> int:
+    return int(label.split("-")[0])
+
+
+def _position(label: str, kind: str) -> float:
+    """Where a bucket sits on the distance axis: a distance bucket at its low end, level l at 2^(l-1)."""
+    return float(_low_end(label)) if kind == "by_distance" else 2.0 ** (_low_end(label) - 1)
+
+
+def _seed_points(runs: list[Record], kind: str) -> list[tuple[float, list[float]]]:
+    """[(position, every seed's accuracy in %)] per bucket of `kind`."""
+    values = [accuracy_by(r, kind) for r in runs]
+    labels = sorted({lab for v in values for lab in v}, key=_low_end)
+    return [(_position(lab, kind), [100 * v[lab] for v in values if lab in v]) for lab in labels]
 
 
 def write_recall_report(sweep: Sweep, out: Path) -> list[Path]:
