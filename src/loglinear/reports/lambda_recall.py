@@ -25,6 +25,7 @@ from torch import Tensor
 
 from loglinear.models.lambda_levels import effective_weights
 from loglinear.reports.results import mean_std_text
+from loglinear.reports.tables import markdown_table
 from loglinear.runs.folder import write_text_atomic
 from loglinear.runs.recall_levels import key_levels, recalled_keys
 
@@ -124,8 +125,8 @@ def recall_section(runs: list[list[RecallRow]], accuracy: dict[str, list[float]]
     controls = [weight_matrix(r, uniform=True) for r in runs]
     keys = sorted({key for m in matrices for key in m})
     levels = sorted({lv for m in matrices for by_level in m.values() for lv in by_level})
-    lines = ["| layer | key in level | test accuracy (%) | " + " | ".join(f"level {lv}" for lv in levels)
-             + " | key's level at λ = 1 |", "|" + "---|" * (4 + len(levels))]
+    header = ["layer", "key in level", "test accuracy (%)", *(f"level {lv}" for lv in levels), "key's level at λ = 1"]
+    rows = []
     for layer, key_level in keys:
         cells = []
         for lv in levels:
@@ -135,6 +136,6 @@ def recall_section(runs: list[list[RecallRow]], accuracy: dict[str, list[float]]
         acc = mean_std_text(accuracy.get(str(key_level), []))
         control = [m[(layer, key_level)][key_level] for m in controls if key_level in m.get((layer, key_level), {})]
         cells.append(mean_std_text(control, scale=1.0, digits=2))
-        lines.append(f"| {layer} | {key_level} | {acc} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append([str(layer), str(key_level), acc, *cells])
+    return markdown_table(header, rows)
 

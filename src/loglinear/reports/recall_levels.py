@@ -16,6 +16,7 @@ from matplotlib import rcParams
 
 from loglinear.reports.plots import _finish, _panels, save_figure, seed_series
 from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std_text
+from loglinear.reports.tables import markdown_table
 from loglinear.runs.folder import FINISHED, write_text_atomic
 
 TABLE = "recall.md"
@@ -67,7 +68,7 @@ def recall_tables(sweep: Sweep) -> str | None:
             values = [accuracy_by(r, kind) for r in runs]
             rows.append([name, mean_std_text(states, scale=1.0, digits=0)]
                         + [mean_std_text([v[lab] for v in values if lab in v]) for lab in labels])
-        parts += [f"## By {title}\n", _markdown(header, rows)]
+        parts += [f"## By {title}\n", markdown_table(header, rows)]
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
@@ -120,8 +121,3 @@ def write_recall_report(sweep: Sweep, out: Path) -> list[Path]:
         return []
     write_text_atomic(out / TABLE, tables)
     return [out / TABLE, save_figure(recall_plot(sweep), out / PLOT, dpi=120)]
-
-
-def _markdown(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join([*lines, *("| " + " | ".join(row) + " |" for row in rows)]) + "\n"
