@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 
-from loglinear.reports.recall_levels import PLOT, TABLE, recall_tables
+from loglinear.reports.recall_levels import PLOT, TABLE, recall_plot, recall_tables
 from loglinear.reports.report import CSV, write_report
 from loglinear.reports.results import load_sweep
 
@@ -35,6 +35,16 @@ def test_the_tables_average_each_bucket_over_the_seeds(tmp_path):
     assert row(by_distance, "Log-Linear Gated DeltaNet") == ["1250 (71)", "100.0 (0.0)", "85.0 (7.1)"]
     by_level = section_rows(text, "By Fenwick level")
     assert by_level[0][2:] == ["2", "6"]
+
+
+def test_the_plot_draws_every_seed_with_each_arm_in_one_colour_in_both_panels(tmp_path):
+    fig = recall_plot(load_sweep(sweep_with_recall(tmp_path)))
+    by_distance, by_level = fig.axes[:2]
+    points = [sorted(c.get_offsets()[:, 1].round(1).tolist()) for c in by_distance.collections]
+    assert points == [[50.0, 60.0, 90.0, 100.0], [80.0, 90.0, 100.0, 100.0]]  # 2 buckets x 2 seeds per arm
+    assert [sorted(c.get_offsets()[:, 1].round(1).tolist()) for c in by_level.collections] == [points[1]]
+    colour = {line.get_label(): line.get_color() for line in by_distance.get_lines()}
+    assert [line.get_color() for line in by_level.get_lines()] == [colour["Log-Linear Gated DeltaNet"]]
 
 
 def test_the_report_writes_the_recall_files_and_the_state_columns(tmp_path):
