@@ -124,6 +124,14 @@ def test_single_stage_seeds_count_and_the_log_rank_needs_three(tmp_path, capsys)
     assert "at least 3 confirmation seeds" in err
 
 
+def test_a_wandb_sweep_file_is_refused_for_a_design_that_cannot_reach_alpha(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main(["sweep", "wandb", str(spec_file(tmp_path, "solved", 3, two_stage=False)), "--out", str(out)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "exact McNemar on solved" in err[0] and "with 3 seeds" in err[0]
+    assert not out.exists()
+
+
 def test_a_design_that_can_reach_alpha_prints_its_power(tmp_path, capsys):
     effect = {"mixer": 0.9, "baseline": 0.2}
     code = main(["sweep", "run", str(spec_file(tmp_path, "solved", 6, effect)), "--dry-run",

@@ -12,6 +12,7 @@ from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import default_out, read_manifest, run_dir, write_manifest
+from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import SweepOutcome
 from loglinear.sweeps.spec import Run, SweepSpec, describe, expand, load_spec, planned_runs
@@ -90,6 +91,9 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
     from loglinear.sweeps.launchers import write_wandb_sweep
 
     spec = load_spec(spec_path)
+    design = check_design(spec)  # the same refusal as `sweep run`, before anything is written
+    if design is not None:
+        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
     out = sweep_out(spec, out_arg)
     path = write_wandb_sweep(spec, out)
