@@ -6,8 +6,9 @@ import statistics
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
-from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr
+from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr, kaplan_meier_plot
 from loglinear.reports.results import load_sweep
 
 from .report_helpers import finished, make_sweep, run_entry
@@ -50,3 +51,28 @@ def test_the_learning_rate_plot_draws_each_seed_of_each_rate(sweep):
     accuracy = acc_vs_lr(sweep).axes[0]
     _, points = drawn(accuracy)
     assert sum(len(p) for p in points) == len(BIMODAL["mamba2"]) + len(BIMODAL["log_linear_mamba2"])
+
+
+@pytest.fixture
+def uneven(tmp_path):
+    """Two panels (d_model 16 and 32) holding different arms: Mamba-2 only in the first, Gated DeltaNet only in the
+    second, attention in both, each run with a curve for the Kaplan-Meier plot."""
+    arms = {16: ("mamba2", "attention"), 32: ("attention", "gated_deltanet")}
+    entries = [run_entry(mixer, d_model, 1e-3, seed, finished(0.995), curve=[(50, 0.5), (100, 0.995)])
+               for d_model, mixers in arms.items() for mixer in mixers for seed in range(2)]
+    return load_sweep(make_sweep(tmp_path, entries))
+
+
+@pytest.mark.parametrize("plot", [acc_vs_lr, kaplan_meier_plot])
+def test_an_arm_keeps_its_colour_in_every_panel_and_the_legend_names_every_arm(uneven, plot):
+    fig = plot(uneven)
+    colours: dict[str, set] = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                colours.setdefault(line.get_label(), set()).add(to_hex(line.get_color()))
+    assert set(colours) == {"Mamba-2", "Transformer", "Gated DeltaNet"}
+    assert all(len(c) == 1 for c in colours.values())
+    assert len({next(iter(c)) for c in colours.values()}) == 3
+    (legend,) = fig.legends
+    assert sorted(t.get_text() for t in legend.get_texts()) == ["Gated DeltaNet", "Mamba-2", "Transformer"]

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -90,8 +91,9 @@ def acc_vs_seq_len(sweep: Sweep) -> Drawing:
     if not panels:
         return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
     fig, axes = _panels(len(panels))
+    colors = arm_colors(label for _, series in sorted(panels.items()) for label in series)
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        seed_series(ax, series)
+        seed_series(ax, series, colors)
         tested = sorted({x for points in series.values() for x, _ in points})
         _log2_axis(ax, tested, "test sequence length")
         if panel in trained:
@@ -121,15 +123,17 @@ def acc_vs_lr(sweep: Sweep) -> Drawing:
         return "no run finished"
     fig = Figure(figsize=(6 * len(panels), 7.5))
     axes = fig.subplots(2, len(panels), squeeze=False)
+    colors = arm_colors(label for _, arms in sorted(panels.items()) for label in arms)
     for column, (title, arms) in enumerate(sorted(panels.items())):
         accuracy, rate = axes[0][column], axes[1][column]
         seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
-                                 for label, by_lr in arms.items()})
+                                 for label, by_lr in arms.items()}, colors)
         for label, by_lr in arms.items():
             points = sorted(by_lr.items())
             rate.plot([lr for lr, _ in points], [sum(v > threshold for v in values) / len(values)
-                                                 for _, values in points], marker="o", label=label)
-        accuracy.set_title(f"{title} ({SEEDS_NOTE})")
+                                                 for _, values in points], marker="o", label=label,
+                      color=colors[label])
+        accuracy.set_title(f"{title}\n({SEEDS_NOTE})")
         accuracy.set_ylabel("test accuracy (%)")
         accuracy.set_ylim(-1, 101)
         rate.set_ylabel(f"solve rate (test accuracy > {100 * threshold:g}%)")
@@ -151,12 +155,14 @@ def kaplan_meier_plot(sweep: Sweep) -> Drawing:
     if not panels:
         return "no finished run has a metrics.csv"
     fig, axes = _panels(len(panels))
+    colors = arm_colors(label for _, arms in sorted(panels.items()) for label in arms)
     for ax, (title, arms) in zip(axes, sorted(panels.items()), strict=True):
         for label, cell in arms.items():
             events = cell.passages(threshold)
             curve = kaplan_meier(events)
             steps = [0.0, *curve.steps]  # type: ignore[union-attr]
-            line, = ax.step(steps, [1.0, *curve.fraction], where="post", label=label)  # type: ignore[union-attr]
+            line, = ax.step(steps, [1.0, *curve.fraction], where="post", label=label,  # type: ignore[union-attr]
+                            color=colors[label])
             ax.fill_between(steps, [1.0, *curve.low], [1.0, *curve.high], step="post",  # type: ignore[union-attr]
                             color=line.get_color(), alpha=0.15)
             censored = [e.steps for e in events if not e.reached]
@@ -190,8 +196,9 @@ def mqar_frontier(sweep: Sweep) -> Drawing:
     if not series:
         return "no finished MQAR run with a state size in its result.json"
     fig, axes = _panels(len(series))
+    colors = arm_colors(label for lines in series.values() for label in lines)
     for ax, (panel, lines) in zip(axes, series.items(), strict=True):
-        seed_series(ax, lines)
+        seed_series(ax, lines, colors)
         ax.set_xscale("log")
         ax.set_xlabel("state size (numbers per sequence, all layers)")
         ax.set_ylabel("test accuracy (%)")
@@ -214,8 +221,9 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing
     if not panels:
         return missing
     fig, axes = _panels(len(panels))
+    colors = arm_colors(label for _, series in sorted(panels.items()) for label in series)
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        seed_series(ax, series)
+        seed_series(ax, series, colors)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
         ax.set_title(f"{panel[0]}, d_model {panel[1]} ({SEEDS_NOTE})")
         ax.set_ylabel("test accuracy (%)")
@@ -253,6 +261,13 @@ def seed_series(ax, series: dict[str, list[tuple[float, list[float]]]], colors: 
         ax.scatter(xs, ys, s=12, color=line.get_color(), alpha=0.75, linewidths=0, zorder=3)
 
 
+def arm_colors(labels: Iterable[str]) -> dict[str, str]:
+    """A colour per label from matplotlib's default cycle, in order of first appearance: an arm keeps its colour in
+    every panel of a figure, also where the panels hold different arms."""
+    cycle = rcParams["axes.prop_cycle"].by_key()["color"]
+    return {label: cycle[i % len(cycle)] for i, label in enumerate(dict.fromkeys(labels))}
+
+
 def _log2_axis(ax, ticks: list[float], label: str) -> None:
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks)
@@ -273,7 +288,11 @@ def _panels(n: int) -> tuple[Figure, list]:
 def _finish(fig: Figure, axes: list) -> Figure:
     for ax in axes:
         ax.grid(True, alpha=0.3)
-    handles, labels = axes[0].get_legend_handles_labels()
+    entries: dict[str, object] = {}  # every panel's entries, each label once
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+    handles, labels = list(entries.values()), list(entries)
     fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))),
                fontsize="small")
     fig.tight_layout()

@@ -12,9 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from matplotlib import rcParams
-
-from loglinear.reports.plots import _finish, _panels, save_figure, seed_series
+from loglinear.reports.plots import _finish, _panels, arm_colors, save_figure, seed_series
 from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std_text
 from loglinear.reports.tables import markdown_table
 from loglinear.runs.folder import FINISHED, write_text_atomic
@@ -79,8 +77,7 @@ def recall_plot(sweep: Sweep) -> Any:
     cells = recall_cells(sweep)
     if not cells:
         return "no finished MQAR run with a recall record in its result.json"
-    cycle = rcParams["axes.prop_cycle"].by_key()["color"]
-    colors = {name: cycle[i % len(cycle)] for i, name in enumerate(cells)}
+    colors = arm_colors(cells)
     fig, axes = _panels(2)
     for ax, kind, xlabel in ((axes[0], "by_distance", "key-to-query distance"),
                              (axes[1], "by_level", "Fenwick level of the key at the query")):
