@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loglinear.synthetics import IGNORE_INDEX, get_task
+from loglinear.synthetics.interleaved import _free_triples
 from loglinear.synthetics.recall_sources import recall_sources
 
 
@@ -75,6 +76,31 @@ def test_the_default_layout_is_zoologys_stream():
 
 
 PINNED_ZOOLOGY_SUMS = (30442, 6449)
+
+
+def test_the_interleaved_stream_is_pinned():
+    """The committed interleaved studies' batches: a change of the draws (their order, their weights) would make
+    their runs unreproducible under the same run ids."""
+    batch = get_task("mqar", vocab_size=64, seq_len=64, num_kv_pairs=[4, 8, 16], layout="interleaved").sample(64, 11)
+    weighted = int((batch.inputs * torch.arange(64)).sum())
+    assert (int(batch.inputs.sum()), int(batch.targets.clamp(min=0).sum()), weighted) == PINNED_INTERLEAVED_SUMS
+
+
+PINNED_INTERLEAVED_SUMS = (124465, 28967, 3839043)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seq_len=st.integers(4, 80), rows=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
+def test_free_triples_count_what_the_mask_says(seq_len, rows, seed):
+    """For each distance d = T-1 .. 2, the queries t with s = t - d, s + 1 and t free, counted directly."""
+    generator = torch.Generator().manual_seed(seed)
+    free = torch.rand(rows, seq_len, generator=generator) < 0.7
+    starts = free[:, :-1] & free[:, 1:]
+    pair_free = torch.cat([torch.zeros(rows, seq_len, dtype=torch.bool), starts,
+                           torch.zeros(rows, 1, dtype=torch.bool)], dim=1)
+    expected = torch.tensor([[sum(bool(free[b, t]) and t - d >= 0 and bool(starts[b, t - d])
+                                  for t in range(seq_len)) for d in range(seq_len - 1, 1, -1)] for b in range(rows)])
+    assert torch.equal(_free_triples(pair_free, free).long(), expected.reshape(rows, max(seq_len - 2, 0)))
 
 
 def test_an_unknown_layout_names_the_valid_ones():

@@ -47,19 +47,18 @@ def _place(pairs: Tensor, most: int, seq_len: int, generator: torch.Generator) -
     failed = torch.zeros(rows, dtype=torch.bool)
     row = torch.arange(rows)
     padding = torch.zeros(rows, seq_len, dtype=torch.bool)
+    positions = torch.arange(seq_len)
     for j in range(most):
         pair_free = torch.cat([padding, free[:, :-1] & free[:, 1:], padding[:, :1]], dim=1)  # (B, 2T): s at T + s
-        # windows[b, k, t] = pair_free at s = t - (T - k): window T - d holds the key positions at distance d
-        windows = pair_free.unfold(1, seq_len, 1)[:, 1 : seq_len - 1]  # (B, D, T), a view, d = T-1 .. 2
-        triples = windows & free[:, None, :]  # (B, D, T): s, s + 1, t = s + d all free
-        d_weights = triples.any(dim=2) * weights  # (B, D)
+        # triple (s, s + 1, t = s + d) free <=> free[t] and pair_free at T + t - d = w + t, window w = T - d (1 .. D)
+        d_weights = (_free_triples(pair_free, free) > 0) * weights  # (B, D)
         possible = d_weights.sum(dim=1) > 0
         active = (j < pairs) & ~failed
         failed |= active & ~possible
         active &= possible
         d_weights[~possible] = 1.0  # placeholder draws for rows that place nothing, discarded below
         d_index = torch.multinomial(d_weights, 1, generator=generator)[:, 0]
-        t_weights = triples[row, d_index].double()
+        t_weights = (pair_free.gather(1, d_index[:, None] + 1 + positions) & free).double()  # (B, T)
         t_weights[t_weights.sum(dim=1) == 0] = 1.0
         t = torch.multinomial(t_weights, 1, generator=generator)[:, 0]
         key = t - distances[d_index]
@@ -67,3 +66,12 @@ def _place(pairs: Tensor, most: int, seq_len: int, generator: torch.Generator) -
         key_at[placed, j], query_at[placed, j] = key[active], t[active]
         free[placed, key[active]] = free[placed, key[active] + 1] = free[placed, t[active]] = False
     return key_at, query_at, failed
+
+
+def _free_triples(pair_free: Tensor, free: Tensor) -> Tensor:
+    """(B, D): for each distance d = T-1 .. 2, how many queries t have s = t - d, s + 1 and t all free; one grouped
+    cross-correlation of each row's free query positions with its free pair starts (counts up to T: exact in
+    float32), rather than a (B, D, T) mask."""
+    rows, seq_len = free.shape
+    counts = torch.nn.functional.conv1d(pair_free.float()[None], free.float()[:, None], groups=rows)[0]  # (B, T+1)
+    return counts[:, 1 : seq_len - 1]
