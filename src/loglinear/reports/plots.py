@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -91,7 +92,7 @@ def acc_vs_seq_len(sweep: Sweep) -> Drawing:
     if not panels:
         return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
     fig, axes = _panels(len(panels))
-    colors = arm_colors(label for _, series in sorted(panels.items()) for label in series)
+    colors = _panel_colors(panels)
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
         seed_series(ax, series, colors)
         tested = sorted({x for points in series.values() for x, _ in points})
@@ -123,7 +124,7 @@ def acc_vs_lr(sweep: Sweep) -> Drawing:
         return "no run finished"
     fig = Figure(figsize=(6 * len(panels), 7.5))
     axes = fig.subplots(2, len(panels), squeeze=False)
-    colors = arm_colors(label for _, arms in sorted(panels.items()) for label in arms)
+    colors = _panel_colors(panels)
     for column, (title, arms) in enumerate(sorted(panels.items())):
         accuracy, rate = axes[0][column], axes[1][column]
         seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
@@ -155,7 +156,7 @@ def kaplan_meier_plot(sweep: Sweep) -> Drawing:
     if not panels:
         return "no finished run has a metrics.csv"
     fig, axes = _panels(len(panels))
-    colors = arm_colors(label for _, arms in sorted(panels.items()) for label in arms)
+    colors = _panel_colors(panels)
     for ax, (title, arms) in zip(axes, sorted(panels.items()), strict=True):
         for label, cell in arms.items():
             events = cell.passages(threshold)
@@ -221,7 +222,7 @@ def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing
     if not panels:
         return missing
     fig, axes = _panels(len(panels))
-    colors = arm_colors(label for _, series in sorted(panels.items()) for label in series)
+    colors = _panel_colors(panels)
     for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
         seed_series(ax, series, colors)
         _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
@@ -266,6 +267,11 @@ def arm_colors(labels: Iterable[str]) -> dict[str, str]:
     every panel of a figure, also where the panels hold different arms."""
     cycle = rcParams["axes.prop_cycle"].by_key()["color"]
     return {label: cycle[i % len(cycle)] for i, label in enumerate(dict.fromkeys(labels))}
+
+
+def _panel_colors(panels: Mapping[Any, Iterable[str]]) -> dict[str, str]:
+    """`arm_colors` over the arms of every panel, the panels in the sorted order they are drawn in."""
+    return arm_colors(label for _, labels in sorted(panels.items()) for label in labels)
 
 
 def _log2_axis(ax, ticks: list[float], label: str) -> None:

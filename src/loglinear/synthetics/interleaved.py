@@ -39,7 +39,7 @@ def interleaved_positions(pairs: Tensor, most: int, seq_len: int,
 def _place(pairs: Tensor, most: int, seq_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
     """One attempt for every row: key and query positions `(B, most)` and which rows ran out of room."""
     rows = len(pairs)
-    distances = torch.arange(seq_len - 1, 1, -1)  # (D,): T-1 .. 2, so that their windows below are a slice
+    distances = torch.arange(seq_len - 1, 1, -1)  # (D,): T-1 .. 2, the order of _free_triples' windows
     weights = 1.0 / distances.double()
     free = torch.ones(rows, seq_len, dtype=torch.bool)
     key_at = torch.full((rows, most), -1, dtype=torch.int64)
