@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import numpy as np
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 
 from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr, kaplan_meier_plot
@@ -76,3 +78,27 @@ def test_an_arm_keeps_its_colour_in_every_panel_and_the_legend_names_every_arm(u
     assert len({next(iter(c)) for c in colours.values()}) == 3
     (legend,) = fig.legends
     assert sorted(t.get_text() for t in legend.get_texts()) == ["Gated DeltaNet", "Mamba-2", "Transformer"]
+
+
+@pytest.fixture
+def long_cells(tmp_path):
+    """Three panels whose cells are told apart by four keys with long values, as an initialisation study's are."""
+    inits = [("arange", 0.1, "fan_in_uniform", "zero"), ("arange", 0.02, "normal", "uniform"),
+             ("uniform", 0.02, "normal", "uniform")]
+    entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.995), curve=[(50, 0.5), (100, 0.995)],
+                         **{"model.A_init": a, "model.in_proj_std": std, "model.out_proj_init": out,
+                            "model.conv_bias_init": bias})
+               for a, std, out, bias in inits for mixer in ("mamba2", "log_linear_mamba2") for seed in range(2)]
+    return load_sweep(make_sweep(tmp_path, entries))
+
+
+@pytest.mark.parametrize("plot", [acc_vs_lr, kaplan_meier_plot])
+def test_panel_titles_wrap_instead_of_running_into_each_other(long_cells, plot):
+    fig = plot(long_cells)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    titled = [ax for ax in fig.axes if ax.get_title()]
+    assert len(titled) == 3
+    boxes = sorted((ax.title.get_window_extent(renderer) for ax in titled), key=lambda box: box.x0)
+    for left, right in itertools.pairwise(boxes):
+        assert left.x1 < right.x0
+    assert all("conv_bias_init=" in ax.get_title() and "d_model 16" in ax.get_title() for ax in titled)

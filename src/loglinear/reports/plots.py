@@ -32,6 +32,8 @@ Drawing = Figure | str
 SPREAD = 0.5
 """How far apart (in powers of 2 along a log x axis) the outermost seeds of all series at one x are drawn."""
 SEEDS_NOTE = "points: seeds; line: median"
+TITLE_WIDTH = 48
+"""Characters per line of a panel's title: a 6-inch panel's title wraps before it runs into its neighbour's."""
 
 
 def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
@@ -182,7 +184,13 @@ def _at(curve, steps: float) -> float:
 
 def _panel_name(sweep: Sweep, record: Record) -> str:
     keys = [(k, v) for k, v in zip(sweep.row_keys, record.row, strict=True) if k not in (MIXER_KEY, LAMBDA_KEY)]
-    return ", ".join([*(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in keys), f"d_model {record.d_model}"])
+    lines: list[str] = []
+    for part in [*(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in keys), f"d_model {record.d_model}"]:
+        if lines and len(lines[-1]) + 2 + len(part) <= TITLE_WIDTH:
+            lines[-1] += f", {part}"
+        else:
+            lines.append(part)
+    return ",\n".join(lines)
 
 
 def _arm_name(sweep: Sweep, record: Record) -> str:
