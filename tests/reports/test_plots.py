@@ -102,3 +102,16 @@ def test_panel_titles_wrap_instead_of_running_into_each_other(long_cells, plot):
     for left, right in itertools.pairwise(boxes):
         assert left.x1 < right.x0
     assert all("conv_bias_init=" in ax.get_title() and "d_model 16" in ax.get_title() for ax in titled)
+
+
+def test_the_solve_rates_of_arms_at_one_learning_rate_sit_side_by_side_at_ticks_naming_the_rates(sweep):
+    fig = acc_vs_lr(sweep)
+    rates = [ax for ax in fig.axes if ax.get_ylabel().startswith("solve rate")]
+    assert len(rates) == 2  # d_model 16 and 32
+    for rate in rates:
+        xs = [x for line in rate.get_lines() for x in line.get_xdata()]
+        assert len(xs) == len(set(xs)) == len(BIMODAL)  # one rate per arm, neither on top of the other
+        assert all(abs(np.log2(x / 1e-3)) < 0.5 for x in xs)
+    for ax in fig.axes:
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["0.001"]
+        assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))

@@ -8,6 +8,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import pytest
+
 from loglinear.cli import sweep_main
 from loglinear.reports.report import write_report
 from loglinear.reports.tables import verdict_text
@@ -143,7 +145,8 @@ def test_accuracy_and_solve_rate_against_the_learning_rate(tmp_path):
 
     accuracy, rate = acc_vs_lr(load_sweep(make_sweep(tmp_path, entries))).axes
     lines = {line.get_label(): line for line in rate.get_lines()}
-    assert list(lines["Mamba-2"].get_xdata()) == [1e-3, 1e-2] and list(lines["Mamba-2"].get_ydata()) == [0.0, 1.0]
+    assert list(lines["Mamba-2"].get_xdata()) == pytest.approx([1e-3, 1e-2], rel=0.2)  # beside the other arm
+    assert list(lines["Mamba-2"].get_ydata()) == [0.0, 1.0]
     assert list(lines["Gated DeltaNet"].get_ydata()) == [0.0, 0.0]
     assert accuracy.get_xscale() == "log"
 

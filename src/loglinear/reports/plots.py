@@ -18,6 +18,7 @@ from typing import Any
 from matplotlib import rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from loglinear.reports.frontier import frontier_series
 from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, slice_values
@@ -131,18 +132,21 @@ def acc_vs_lr(sweep: Sweep) -> Drawing:
         accuracy, rate = axes[0][column], axes[1][column]
         seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
                                  for label, by_lr in arms.items()}, colors)
-        for label, by_lr in arms.items():
+        for index, (label, by_lr) in enumerate(arms.items()):  # beside each other as in the accuracy panel
             points = sorted(by_lr.items())
-            rate.plot([lr for lr, _ in points], [sum(v > threshold for v in values) / len(values)
-                                                 for _, values in points], marker="o", label=label,
-                      color=colors[label])
+            rate.plot([lr * 2 ** _slot_shift(index, len(arms)) for lr, _ in points],
+                      [sum(v > threshold for v in values) / len(values) for _, values in points], marker="o",
+                      label=label, color=colors[label])
         accuracy.set_title(f"{title}\n({SEEDS_NOTE})")
         accuracy.set_ylabel("test accuracy (%)")
         accuracy.set_ylim(-1, 101)
         rate.set_ylabel(f"solve rate (test accuracy > {100 * threshold:g}%)")
         rate.set_ylim(-0.05, 1.05)
+        rates = sorted({lr for by_lr in arms.values() for lr in by_lr})
         for ax in (accuracy, rate):
             ax.set_xscale("log")
+            ax.set_xticks(rates, [f"{lr:.2g}" for lr in rates])
+            ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel("learning rate")
     return _finish(fig, [ax for line in axes for ax in line])
 
@@ -258,7 +262,7 @@ def seed_series(ax, series: dict[str, list[tuple[float, list[float]]]], colors: 
     per label (else the axes' cycle)."""
     slot = SPREAD / max(len(series), 1)
     for index, (label, points) in enumerate(series.items()):
-        shift = (index - (len(series) - 1) / 2) * slot
+        shift = _slot_shift(index, len(series))
         line, = ax.plot([x * 2**shift for x, _ in points], [statistics.median(v) for _, v in points], marker="_",
                         markersize=12, label=label, **({} if colors is None else {"color": colors[label]}))
         xs, ys = [], []
@@ -268,6 +272,11 @@ def seed_series(ax, series: dict[str, list[tuple[float, list[float]]]], colors: 
                 xs.append(x * 2 ** (shift + offset))
                 ys.append(value)
         ax.scatter(xs, ys, s=12, color=line.get_color(), alpha=0.75, linewidths=0, zorder=3)
+
+
+def _slot_shift(index: int, count: int) -> float:
+    """Where the `index`-th of `count` series sits around a shared x, in powers of 2 (see `seed_series`)."""
+    return (index - (count - 1) / 2) * SPREAD / max(count, 1)
 
 
 def arm_colors(labels: Iterable[str]) -> dict[str, str]:
