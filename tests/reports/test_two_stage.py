@@ -123,3 +123,40 @@ def test_a_pick_still_at_an_edge_after_the_extensions_is_marked(tmp_path, monkey
     assert started[1:] == [[("selection", 1.0e-1)] * 2, [("confirmation", 1.0e-1)] * 3]
     table = (out / "table.md").read_text()
     assert row(section_rows(table, "Selected learning rate"), "Mamba-2") == ["0.1 (of 3, at the highest edge)"]
+
+
+BY_MIXER = {"mamba2": {1.0e-3: 0.3, 1.0e-2: 0.5, 1.0e-1: 0.8, 1.0: 0.6},
+            "log_linear_mamba2": {1.0e-3: 0.3, 1.0e-2: 0.7, 1.0e-1: 0.5, 1.0: 0.2},
+            "attention": {1.0e-3: 0.3, 1.0e-2: 0.7, 1.0e-1: 0.5, 1.0: 0.2}}
+"""Mamba-2 picks the top of {1e-3, 1e-2, 1e-1}; log-linear Mamba-2, compared with it, and attention, compared with
+nothing, pick inside."""
+
+
+def test_an_edge_pick_extends_the_cells_compared_with_it_so_both_sides_compare_the_same_rates(tmp_path, monkeypatch):
+    spec = {"name": "pair", "base": {"data.task": "mqar", "data.task_args": {"vocab_size": 16, "seq_len": 8,
+                                                                             "num_kv_pairs": 1},
+                                     "model.d_model": 16, "logger.wandb.mode": "disabled"},
+            "grid": {"model.mixer": list(BY_MIXER), "train.lr": [1.0e-3, 1.0e-2, 1.0e-1]},
+            "protocol": {**PROTOCOL, "extensions": 2}}
+    path, out = tmp_path / "pair.yaml", tmp_path / "out"
+    path.write_text(json.dumps(spec))
+    started: list[list[tuple[str, str, float]]] = []
+
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None):
+        todo = [r for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
+        started.append([(r.stage, r.point["model.mixer"], r.point["train.lr"]) for r in todo])
+        for r in todo:
+            score = BY_MIXER[r.point["model.mixer"]][r.point["train.lr"]] if r.stage == "selection" else 0.9
+            write_json_atomic(out / RUNS / r.run_id / "result.json", finished(score))
+        return SweepOutcome({r.run_id: "max_steps" for r in runs})
+
+    monkeypatch.setattr(runner, "run_local", train_stand_in)
+    assert sweep_main(["run", str(path), "--out", str(out), "--quiet"]) == 0
+    assert sorted(started[1]) == sorted([("selection", m, 1.0) for m in ("mamba2", "log_linear_mamba2")] * 2)
+    assert [stage for stage, _, _ in started[2]] == ["confirmation"] * 9 and len(started) == 3
+    table = (out / "table.md").read_text()
+    picks = section_rows(table, "Selected learning rate")
+    assert row(picks, "Mamba-2") == ["0.1 (of 4)"]
+    assert row(picks, "Log-Linear Mamba-2") == ["0.01 (of 4)"]
+    assert row(picks, "Transformer") == ["0.01 (of 3)"]
+    assert "(learning rates 4 vs 4)" in table

@@ -19,7 +19,7 @@ p-value of a report (the secondaries) together with Holm's method.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,8 @@ class Pairing:
     reason: str | None = None
     equal_state: bool = False
     """A comparison with the base model whose state is at least as large (frontier.py), not the same-size one."""
+    keys: tuple[Hashable, Hashable] | None = field(default=None, compare=False, repr=False)
+    """The table cells (row, d_model) of the two sides, when both have runs."""
 
     @property
     def n_pairs(self) -> int:
@@ -271,6 +273,8 @@ def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base:
     report = sweep.report
     pairing = Pairing(cell, mixer, baseline, _label(mixer), _label(baseline), report.threshold, report.plateau,
                       length, (chosen.candidates, base.candidates))
+    if chosen.runs and base.runs:
+        pairing.keys = tuple((side.runs[0].row, side.runs[0].d_model) for side in (chosen, base))  # type: ignore[assignment]
     sides = []
     for label, side in ((pairing.mixer_label, chosen), (pairing.baseline_label, base)):
         if side.lr is None:

@@ -397,13 +397,6 @@ def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
     return [cell.runs[0].point for cell in selection_cells(sweep).values() if cell.lr is not None and cell.runs]
 
 
-def edge_picks(sweep: Sweep) -> list[tuple[dict[str, Any], str]]:
-    """The selection's picks at an edge of the learning rates their cell compared: the varied values of one of the
-    cell's selection runs at that rate (seeds included), and which edge (`Cell.edge`)."""
-    cells = selection_cells(sweep).values()
-    return [(cell.runs[0].point, cell.edge) for cell in cells if cell.edge is not None and cell.runs]
-
-
 def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:
     """Each table cell's selection, from the selection runs alone (confirmation runs, whatever their results, take
     no part), holding its selection runs at the chosen rate."""

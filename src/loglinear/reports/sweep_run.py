@@ -8,12 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loglinear.reports.candidates import extension_targets
 from loglinear.reports.lambda_plots import write_lambda_report
 from loglinear.reports.report import write_report
-from loglinear.reports.results import edge_picks, load_sweep, selected_points
+from loglinear.reports.results import load_sweep, selected_points
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
-from loglinear.sweeps.extension import extension_points
+from loglinear.sweeps.extension import extension_points, grid_step
 from loglinear.sweeps.manifest import write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import ELSEWHERE
@@ -71,12 +72,14 @@ def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
 def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
             first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
     """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
-    rate beyond it on the selection seeds (sweeps/extension.py). Rerunning the sweep makes the same decisions from
-    the same results, so it resumes here too."""
+    rate beyond it on the selection seeds, and so do the cells compared with it (reports/candidates.py). Rerunning
+    the sweep makes the same decisions from the same results, so it resumes here too."""
     assert spec.protocol is not None
+    step = grid_step(spec)
     for round_ in range(1, spec.protocol.extensions + 1):
         known = {r.run_id for r in runs}
-        extra = [r for r in expand(spec, extension_points(spec, edge_picks(load_sweep(out)))) if r.run_id not in known]
+        targets = extension_targets(load_sweep(out), step)
+        extra = [r for r in expand(spec, extension_points(spec, targets)) if r.run_id not in known]
         if not extra:
             break
         runs = [*runs, *extra]

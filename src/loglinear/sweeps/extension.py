@@ -1,7 +1,8 @@
 """The two-stage protocol's grid extension: a cell whose learning rate, picked on the selection seeds, sits at an
 edge of the rates it compared did not have its optimum inside the grid, so it gets one more rate beyond that edge
 on the selection seeds, before any confirmation run, until its pick is interior or it has had
-`protocol.extensions` of them (docs/sweeps.md, "Learning rates at the edge of the grid").
+`protocol.extensions` of them (docs/reports.md, "Learning rates at the edge of the grid"); so do the cells it is
+compared with (reports/candidates.py), so both sides of a comparison choose among the same rates.
 
 The step is the spec's own grid ratio when its learning rates are evenly spaced on a log scale (within
 RATIO_TOLERANCE), else half a decade; the new rate is rounded to 3 significant digits.
@@ -39,14 +40,14 @@ def beyond(lr: float, edge: str, step: float) -> float:
     return float(f"{(lr / step if edge == 'lowest' else lr * step):.3g}")
 
 
-def extension_points(spec: SweepSpec, picks: list[tuple[Mapping[str, Any], str]]) -> list[tuple[dict[str, Any], str]]:
-    """For each pick at an edge (a selection run's varied values and the edge), its configuration at the next
-    learning rate beyond that edge on every selection seed, as stage-1 points."""
+def extension_points(spec: SweepSpec,
+                     targets: list[tuple[Mapping[str, Any], float]]) -> list[tuple[dict[str, Any], str]]:
+    """For each target (a selection run's varied values and a learning rate beyond its cell's grid), its
+    configuration at that rate on every selection seed, as stage-1 points."""
     assert spec.protocol is not None
-    step = grid_step(spec)
     staged = []
-    for point, edge in picks:
+    for point, lr in targets:
         configuration = {k: v for k, v in point.items() if k not in SEED_KEYS}
-        configuration[LR_KEY] = beyond(point[LR_KEY], edge, step)
+        configuration[LR_KEY] = lr
         staged += [({**configuration, **seed_point(seed)}, SELECTION) for seed in spec.protocol.selection_seeds]
     return staged

@@ -1,0 +1,49 @@
+"""Which learning rates the grid extension adds (sweeps/extension.py): a cell whose pick on the selection seeds
+sits at an edge of its rates gets the next rate beyond that edge, and so does every cell compared with it in the
+report, directly or through other comparisons (log-linear mixer and base, equal-state base, λ parameterisation
+and default λ), so the two sides of every comparison choose among the same learning rates."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+from loglinear.reports.frontier import equal_state_comparisons
+from loglinear.reports.paired import paired_comparisons
+from loglinear.reports.results import Cell, Sweep, selection_cells
+from loglinear.sweeps.extension import beyond
+from loglinear.sweeps.protocol import CONFIRMATION
+
+
+def extension_targets(sweep: Sweep, step: float) -> list[tuple[dict[str, Any], float]]:
+    """Each cell to extend, as one of its selection runs' varied values (seeds included), with the rate to add:
+    for every pick at an edge, the next rate beyond it (`step` apart), for each cell of its comparison group that
+    has not compared that rate yet."""
+    cells = selection_cells(sweep)
+    groups = comparison_groups(sweep)
+    wanted: dict[tuple[Hashable, float], dict[str, Any]] = {}
+    for key, cell in cells.items():
+        if cell.edge is None or cell.lr is None:
+            continue
+        rate = beyond(cell.lr, cell.edge, step)
+        for member in sorted(groups.get(key, {key}), key=str):
+            runs = cells[member].runs
+            if runs and rate not in cells[member].rates:
+                wanted.setdefault((member, rate), runs[0].point)
+    return [(point, rate) for (_, rate), point in wanted.items()]
+
+
+def comparison_groups(sweep: Sweep) -> dict[Hashable, set[Hashable]]:
+    """{cell: the cells it is compared with, directly or through others, itself included}, from the comparisons
+    the report makes of the selection runs; a cell in no comparison is absent."""
+    selection = Sweep(sweep.name, sweep.out, [r for r in sweep.records if r.stage != CONFIRMATION], sweep.row_keys,
+                      sweep.report)
+    cells: dict[Hashable, Cell] = selection.cells()  # type: ignore[assignment]
+    groups: dict[Hashable, set[Hashable]] = {}
+    for pairing in [*paired_comparisons(selection), *equal_state_comparisons(selection, cells)]:
+        if pairing.keys is None:
+            continue
+        joined = set().union(*(groups.get(key, {key}) for key in pairing.keys))
+        for key in joined:
+            groups[key] = joined
+    return groups
