@@ -5,6 +5,7 @@ and default λ), so the two sides of every comparison choose among the same lear
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable
 from typing import Any
 
@@ -23,9 +24,9 @@ def extension_targets(sweep: Sweep, step: float) -> list[tuple[dict[str, Any], f
     groups = comparison_groups(sweep)
     wanted: dict[tuple[Hashable, float], dict[str, Any]] = {}
     for key, cell in cells.items():
-        if cell.edge is None or cell.lr is None:
+        if cell.edge is None:
             continue
-        rate = beyond(cell.lr, cell.edge, step)
+        rate = beyond(cell.lr, cell.edge, step)  # type: ignore[arg-type]
         for member in sorted(groups.get(key, {key}), key=str):
             runs = cells[member].runs
             if runs and rate not in cells[member].rates:
@@ -36,8 +37,8 @@ def extension_targets(sweep: Sweep, step: float) -> list[tuple[dict[str, Any], f
 def comparison_groups(sweep: Sweep) -> dict[Hashable, set[Hashable]]:
     """{cell: the cells it is compared with, directly or through others, itself included}, from the comparisons
     the report makes of the selection runs; a cell in no comparison is absent."""
-    selection = Sweep(sweep.name, sweep.out, [r for r in sweep.records if r.stage != CONFIRMATION], sweep.row_keys,
-                      sweep.report)
+    selection = dataclasses.replace(sweep, records=[r for r in sweep.records if r.stage != CONFIRMATION],
+                                    protocol=None)  # each cell then holds its selection runs at its pick
     cells: dict[Hashable, Cell] = selection.cells()  # type: ignore[assignment]
     groups: dict[Hashable, set[Hashable]] = {}
     for pairing in [*paired_comparisons(selection), *equal_state_comparisons(selection, cells)]:

@@ -274,7 +274,7 @@ def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base:
     pairing = Pairing(cell, mixer, baseline, _label(mixer), _label(baseline), report.threshold, report.plateau,
                       length, (chosen.candidates, base.candidates))
     if chosen.runs and base.runs:
-        pairing.keys = tuple((side.runs[0].row, side.runs[0].d_model) for side in (chosen, base))  # type: ignore[assignment]
+        pairing.keys = ((chosen.runs[0].row, chosen.runs[0].d_model), (base.runs[0].row, base.runs[0].d_model))
     sides = []
     for label, side in ((pairing.mixer_label, chosen), (pairing.baseline_label, base)):
         if side.lr is None:
