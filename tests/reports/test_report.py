@@ -203,12 +203,13 @@ def test_a_model_key_zipped_with_the_learning_rate_makes_rows_of_its_own(tmp_pat
 
 
 def test_a_size_key_shows_a_dash_in_the_rows_of_mixers_that_do_not_read_it(tmp_path):
+    """... and `default` where the mixer reads it and it was left to the mixer's own rule (None)."""
     entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.5), **{"model.state_dim": 8, "model.deltanet_key_dim": None})
                for mixer in ("attention", "mamba2", "gated_deltanet") for seed in (0, 1)]
     accuracy = table_rows(write_report(make_sweep(tmp_path, entries)).table, 0)
     assert accuracy[0] == ["Architecture", "state_dim", "deltanet_key_dim", "d_model 16"]
     assert [r[:3] for r in accuracy[1:]] == [["Transformer", "-", "-"], ["Mamba-2", "8", "-"],
-                                             ["Gated DeltaNet", "-", "None"]]
+                                             ["Gated DeltaNet", "-", "default"]]
 
 
 def test_state_tracking_and_mqar_slices(tmp_path):

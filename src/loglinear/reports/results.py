@@ -285,6 +285,8 @@ def _label(key: str, record: Record) -> str:
     if group == "model" and field in SIZED_BY_SOME and record.mixer in MIXERS \
             and field not in MIXERS[record.mixer].size_fields:
         return "-"
+    if group == "model" and value is None:  # an optional size left to the mixer's own rule
+        return "default"
     if key == "model.negative_eigenvalues":
         if not MIXERS[record.mixer].transitions:
             return "-"
