@@ -10,7 +10,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 
-from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr, kaplan_meier_plot
+from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr, arm_colors, kaplan_meier_plot
 from loglinear.reports.results import load_sweep
 
 from .report_helpers import finished, make_sweep, run_entry
@@ -115,3 +115,9 @@ def test_the_solve_rates_of_arms_at_one_learning_rate_sit_side_by_side_at_ticks_
     for ax in fig.axes:
         assert [t.get_text() for t in ax.get_xticklabels()] == ["0.001"]
         assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
+
+
+@pytest.mark.parametrize("arms", [3, 10, 12, 20])
+def test_no_two_arms_share_a_colour_up_to_twenty(arms):
+    colours = arm_colors(f"arm {i}" for i in [*range(arms), 0])
+    assert len(colours) == arms and len(set(colours.values())) == arms

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from matplotlib import rcParams
+from matplotlib import colormaps, rcParams
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
@@ -63,7 +64,7 @@ def acc_vs_d_model(sweep: Sweep) -> Drawing:
     if not series:
         return "no run finished"
     fig, (ax,) = _panels(1)
-    seed_series(ax, series)
+    seed_series(ax, series, arm_colors(series))
     _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(-1, 101)
@@ -281,9 +282,13 @@ def _slot_shift(index: int, count: int) -> float:
 
 def arm_colors(labels: Iterable[str]) -> dict[str, str]:
     """A colour per label from matplotlib's default cycle, in order of first appearance: an arm keeps its colour in
-    every panel of a figure, also where the panels hold different arms."""
+    every panel of a figure, also where the panels hold different arms. With more arms than the cycle has colours
+    (10), tab20's 20, so that no two arms share one up to 20 arms."""
+    arms = list(dict.fromkeys(labels))
     cycle = rcParams["axes.prop_cycle"].by_key()["color"]
-    return {label: cycle[i % len(cycle)] for i, label in enumerate(dict.fromkeys(labels))}
+    if len(arms) > len(cycle):
+        cycle = [to_hex(c) for c in colormaps["tab20"].colors]
+    return {label: cycle[i % len(cycle)] for i, label in enumerate(arms)}
 
 
 def _panel_colors(panels: Mapping[Any, Iterable[str]]) -> dict[str, str]:
