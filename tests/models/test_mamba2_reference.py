@@ -18,6 +18,10 @@ D_MODEL = 16
 REFERENCE_INIT = dict(A_init="arange", in_proj_std=0.1, out_proj_init="fan_in_uniform", conv_bias_init="zero")
 """Our options for the reference's initialisation (Mamba2Config's defaults: initializer_range 0.1, no rescale)."""
 TOL = 1e-6
+GRAD_TOL = 5e-6
+"""Room for the reference's float32 gated norm, whose rounding a gradient that nearly cancels (A_log's, dt_bias's)
+amplifies: at most 7e-7 measured over 15 draws of the output's gradient; a different function differs by orders
+more."""
 
 
 def reference_config(cfg: ModelConfig):
@@ -45,11 +49,29 @@ def copy_into_reference(ours: torch.nn.Module, ref: torch.nn.Module) -> None:
     assert conv_width == d_inner + 2 * ours.key_dim
 
 
+def centred(w: torch.Tensor) -> bool:
+    """The mean of w's entries within 4 standard errors of 0."""
+    return abs(w.mean().item()) < 4 * w.std().item() / math.sqrt(w.numel())
+
+
+@pytest.fixture
+def reference_scan_in_float64(monkeypatch):
+    """The reference's torch path casts its scan's inputs and A to float32 (`.float()`) whatever the input's dtype;
+    at T = 257 that rounding alone moved A_log's gradient (a sum of many small terms that nearly cancel) by 4e-5 of
+    its size. Here `.float()` leaves a float64 tensor as it is, so that the comparison measures the function, not
+    float32's rounding; only the reference's gated norm still rounds to float32."""
+    to_float = torch.Tensor.float
+
+    def keep_float64(x, *args, **kwargs):
+        return x if x.dtype == torch.float64 else to_float(x, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "float", keep_float64)
+
+
 @pytest.mark.parametrize("T", [64, 100, 257])
-def test_the_mixer_computes_the_reference_function_on_copied_weights(T):
-    """Forward and every parameter's gradient in float64, at lengths below, across and off the chunk size. The
-    reference casts A and its gated norm to float32 whatever the input's dtype: agreement is to float32's rounding
-    (a different function would differ by orders more)."""
+def test_the_mixer_computes_the_reference_function_on_copied_weights(T, reference_scan_in_float64):
+    """Forward and every parameter's gradient in float64, at lengths below, across and off the chunk size, to
+    the rounding of the reference's float32 gated norm (a different function would differ by orders more)."""
     cfg = ModelConfig(mixer="mamba2", d_model=D_MODEL, n_layers=1, vocab_size=32, max_len=512, impl="chunk")
     ours = build_model(cfg, seed=0).double().blocks[0].mixer
     ref = modeling.Mamba2Mixer(reference_config(cfg), layer_idx=0).eval().double()
@@ -57,18 +79,18 @@ def test_the_mixer_computes_the_reference_function_on_copied_weights(T):
     x = torch.randn(2, T, D_MODEL, dtype=torch.float64, generator=torch.Generator().manual_seed(T))
     y, y_ref = ours(x), ref(x)
     assert rel_err(y.detach(), y_ref.detach()) < TOL
-    dy = torch.randn_like(y)
+    dy = torch.randn(y.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(T + 1))
     (y * dy).sum().backward()
     (y_ref * dy).sum().backward()
     grads = {"in_proj": ours.in_proj.weight.grad.split(ours.widths), "out_proj": ours.out_proj.weight.grad}
     x_bc, z, dt = grads["in_proj"]
-    assert rel_err(torch.cat([z, x_bc, dt]), ref.in_proj.weight.grad) < TOL
-    assert rel_err(grads["out_proj"], ref.out_proj.weight.grad) < TOL
-    assert rel_err(ours.conv.weight.grad, ref.conv1d.weight.grad[:, 0]) < TOL
+    assert rel_err(torch.cat([z, x_bc, dt]), ref.in_proj.weight.grad) < GRAD_TOL
+    assert rel_err(grads["out_proj"], ref.out_proj.weight.grad) < GRAD_TOL
+    assert rel_err(ours.conv.weight.grad, ref.conv1d.weight.grad[:, 0]) < GRAD_TOL
     for name in ("dt_bias", "A_log", "D"):
-        assert rel_err(getattr(ours, name).grad, getattr(ref, name).grad) < TOL, name
-    assert rel_err(ours.conv.bias.grad, ref.conv1d.bias.grad) < TOL
-    assert rel_err(ours.norm.weight.grad, ref.norm.weight.grad) < TOL
+        assert rel_err(getattr(ours, name).grad, getattr(ref, name).grad) < GRAD_TOL, name
+    assert rel_err(ours.conv.bias.grad, ref.conv1d.bias.grad) < GRAD_TOL
+    assert rel_err(ours.norm.weight.grad, ref.norm.weight.grad) < GRAD_TOL
 
 
 def test_the_reference_init_options_start_from_the_references_distributions():
@@ -76,14 +98,16 @@ def test_the_reference_init_options_start_from_the_references_distributions():
     U(+-1/sqrt(k)); D = 1; dt log-uniform in the same range. Wide enough (d_model 256) for the statistics."""
     cfg = ModelConfig(mixer="mamba2", d_model=256, n_layers=1, vocab_size=32, max_len=64, **REFERENCE_INIT)
     ours = build_model(cfg, seed=0).blocks[0].mixer
-    model = modeling.Mamba2Model(reference_config(cfg))  # its own init (post_init), as a user gets it
+    with torch.random.fork_rng():  # the reference draws from the global generator: seeded, and left as it was
+        torch.manual_seed(0)
+        model = modeling.Mamba2Model(reference_config(cfg))  # its own init (post_init), as a user gets it
     ref = model.layers[0].mixer
     assert torch.equal(ours.A_log, ref.A_log.detach())
     assert torch.equal(ours.D, ref.D.detach())
     for a, b in ((ours.in_proj.weight, ref.in_proj.weight), (ours.out_proj.weight, ref.out_proj.weight),
                  (ours.conv.weight, ref.conv1d.weight)):
         assert abs(a.std().item() / b.std().item() - 1) < 0.05
-        assert abs(a.mean().item()) < 0.05 * a.std().item() and abs(b.mean().item()) < 0.05 * b.std().item()
+        assert centred(a) and centred(b)
     assert abs(ours.in_proj.weight.std().item() / 0.1 - 1) < 0.02
     for a, b in ((ours.out_proj.weight, ref.out_proj.weight), (ours.conv.weight, ref.conv1d.weight)):
         assert a.abs().max() <= b.abs().max() * 1.01 and b.abs().max() <= a.abs().max() * 1.01  # the same bound
