@@ -22,8 +22,14 @@ DELTA_TOL = 1e-5
 """fla's delta-rule reference computes in float32 whatever its inputs' dtype: agreement to float32's rounding."""
 
 
-def grads(out: torch.Tensor, inputs: list[torch.Tensor], dy: torch.Tensor) -> list[torch.Tensor]:
-    return torch.autograd.grad(out, inputs, dy)
+def assert_computes(o_ref, leaves, names, dy, tol, chunk):
+    """Each of our implementations on `leaves` (q, k, v, g, lam[, beta]) gives o_ref and its gradients within tol."""
+    g_ref = torch.autograd.grad(o_ref, leaves, dy)
+    for impl in IMPLS:
+        o, _ = log_linear_attn(*leaves, impl=impl, chunk_size=chunk)
+        assert rel_err(o, o_ref) < tol, impl
+        for name, a, r in zip(names, torch.autograd.grad(o, leaves, dy), g_ref, strict=True):
+            assert rel_err(a, r) < tol, (impl, name)
 
 
 @settings(max_examples=15, deadline=None)
@@ -37,12 +43,7 @@ def test_log_linear_mamba2_is_flas_reference(T, H, groups, K, V, chunk):
     leaves = [t.requires_grad_() for t in (q, k, x.v, x.g, x.lam)]
     dy = torch.randn(2, T, H, V, dtype=torch.float64, generator=torch.Generator().manual_seed(T))
     o_ref = fla_log_linear.naive_log_linear_attn(*leaves, scale=1.0)
-    g_ref = grads(o_ref, leaves, dy)
-    for impl in IMPLS:
-        o, _ = log_linear_attn(*leaves, impl=impl, chunk_size=chunk)
-        assert rel_err(o, o_ref) < 1e-10, impl
-        for name, g, r in zip("q k v g lam".split(), grads(o, leaves, dy), g_ref, strict=True):
-            assert rel_err(g, r) < 1e-10, (impl, name)
+    assert_computes(o_ref, leaves, "q k v g lam".split(), dy, 1e-10, chunk)
 
 
 @pytest.mark.parametrize("T", [1, 37, 100])
@@ -90,10 +91,4 @@ def test_log_linear_gated_deltanet_is_the_papers_form_on_flas_parts(T):
     x = make_inputs(B, T, H, K, V, delta=True, seed=T + 7)
     leaves = [t.requires_grad_() for t in x.args()]
     dy = torch.randn(B, T, H, V, dtype=torch.float64, generator=torch.Generator().manual_seed(T))
-    o_ref = fla_log_linear_delta_rule(*leaves)
-    g_ref = grads(o_ref, leaves, dy)
-    for impl in IMPLS:
-        o, _ = log_linear_attn(*leaves, impl=impl, chunk_size=16)
-        assert rel_err(o, o_ref) < DELTA_TOL, impl
-        for name, a, r in zip("q k v g lam beta".split(), grads(o, leaves, dy), g_ref, strict=True):
-            assert rel_err(a, r) < DELTA_TOL, (impl, name)
+    assert_computes(fla_log_linear_delta_rule(*leaves), leaves, "q k v g lam beta".split(), dy, DELTA_TOL, 16)
