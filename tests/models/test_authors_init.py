@@ -167,10 +167,11 @@ def compare(mixer: str, d_model: int, init: str) -> dict[str, list[str]]:
     """Per fla parameter (named by ours), what differs between our start under `init` and fla's; also a
     parameter of ours without a counterpart ("no counterpart")."""
     ours, theirs = [], []
-    for seed in SEEDS:
-        ours.append(our_parameters(mixer, d_model, seed, init))
-        torch.manual_seed(seed)
-        theirs.append(FLA[mixer](d_model))
+    with torch.random.fork_rng():  # fla draws from torch's global generator: seeded here, restored after
+        for seed in SEEDS:
+            ours.append(our_parameters(mixer, d_model, seed, init))
+            torch.manual_seed(seed)
+            theirs.append(FLA[mixer](d_model))
     covered = {k for key in theirs[0] for k in key.split("+")}
     problems = {name: ["no counterpart"] for name in ours[0] if name not in covered}
     for key in theirs[0]:
