@@ -2,6 +2,7 @@
 the initial distributions follow the documented rules."""
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -11,7 +12,8 @@ from torch import nn
 from loglinear.models import MIXERS, build_model
 from loglinear.models.config import ModelConfig
 from loglinear.models.decay_init import A_RANGE, DT_MIN
-from loglinear.models.init import INIT_STD, init_from_seed
+from loglinear.models.init import INIT_STD, init_from_seed, module_generator
+from loglinear.models.mixers import check_model
 
 from .helpers import BASE_OF, LOG_LINEAR
 
@@ -124,3 +126,57 @@ def test_a_module_without_a_rule_is_refused():
     model = nn.Sequential(nn.Linear(2, 2), Unruled())
     with pytest.raises(TypeError, match=r"1 \(Unruled\) has parameters but no init_parameters"):
         init_from_seed(model, 0)
+
+
+@pytest.mark.parametrize("mixer", ["gated_deltanet", "mamba2"])
+def test_the_default_start_is_the_plain_draw_of_each_module(mixer):
+    """At init=default the output projection and the convolution draw as before the authors' option existed: a
+    plain nn.Linear's N(0, 0.02^2) (Gated DeltaNet) and nn.Conv1d's U(+-1/sqrt(k)), from their own generators."""
+    model = build_model(dict(mixer=mixer, d_model=32, n_layers=1, vocab_size=64, max_len=64), seed=7)
+    mixer_ = model.blocks[0].mixer
+    conv = mixer_.conv.weight
+    bound = mixer_.conv.kernel_size**-0.5
+    expected = torch.empty_like(conv).uniform_(-bound, bound, generator=module_generator(7, "blocks.0.mixer.conv"))
+    assert torch.equal(conv, expected)
+    if mixer == "gated_deltanet":
+        out = mixer_.out_proj.weight
+        draw = torch.empty_like(out).normal_(0.0, INIT_STD, generator=module_generator(7, "blocks.0.mixer.out_proj"))
+        assert torch.equal(out, draw)
+
+
+@pytest.mark.parametrize(
+    ("option", "match"),
+    [(dict(init="fla"), r"ModelConfig.init: unknown option 'fla'; valid: default, authors"),
+     (dict(init="authors", A_init="arange"),
+      r"ModelConfig.A_init='arange': init=authors fixes every initial value .* leave A_init at its default"),
+     (dict(init="authors", dt_init_max=0.2), r"ModelConfig.dt_init_max=0.2: init=authors")],
+)
+def test_bad_init_settings_are_refused(option, match):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(mixer="mamba2", **option)
+
+
+def test_a_mixer_without_an_authors_start_is_refused_under_init_authors(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
+    cfg = ModelConfig(mixer="causal_conv_mixer:CausalConvMixer", init="authors")
+    with pytest.raises(ValueError, match=r"ModelConfig.init=authors: mixer 'causal_conv_mixer:CausalConvMixer' has "
+                                         r"no authors' initialisation .*; mixers with one: attention, mamba2, "):
+        check_model(cfg)
+    check_model(ModelConfig(mixer="causal_conv_mixer:CausalConvMixer"))
+
+
+@pytest.mark.parametrize("mixer", LOG_LINEAR)
+def test_under_init_authors_a_log_linear_mixer_and_its_base_start_apart_only_where_the_authors_do(tiny, mixer):
+    """Their common parameters are equal but for A (log-linear Mamba-2: 1..H, not drawn) and the output projection,
+    the same draw at another scale (Mamba-2: 1/sqrt(n_layers) against 1/sqrt(2 n_layers); Gated DeltaNet:
+    N(0, 0.02^2) against the rescaled fan-in uniform)."""
+    base = parameters(build_model(tiny(mixer=BASE_OF[mixer], init="authors"), seed=11))
+    loglin = parameters(build_model(tiny(mixer=mixer, init="authors"), seed=11))
+    apart = {name for name, value in base.items() if not torch.equal(loglin[name], value)}
+    expected = {f"blocks.{i}.mixer.out_proj.weight" for i in range(2)}
+    if mixer == "log_linear_mamba2":
+        expected |= {f"blocks.{i}.mixer.A_log" for i in range(2)}
+        for i in range(2):
+            ratio = loglin[f"blocks.{i}.mixer.out_proj.weight"] / base[f"blocks.{i}.mixer.out_proj.weight"]
+            assert torch.allclose(ratio, torch.full_like(ratio, 2**-0.5))
+    assert apart == expected

@@ -9,11 +9,14 @@ from loglinear.checks import check_float, check_int
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
 from loglinear.models.decay_init import A_INITS, A_RANGE, DT_MIN
-from loglinear.models.init import INIT_STD
+from loglinear.models.init import INIT_STD, INITS
 from loglinear.models.layers import CONV_BIAS_INITS, LINEAR_INITS
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
 """Level-bias options of the lambda head (see `lambda_bias_init`)."""
+
+INIT_OPTIONS = ("dt_init_max", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init", "conv_bias_init")
+"""The init options of `init=default`; `init=authors` has rules of its own for what they set."""
 
 SHARE_FROM_TRAINED = "trained"
 """The `lambda_share_from_level` of a run config that the run resolves from its training length
@@ -84,6 +87,10 @@ class ModelConfig:
                       ignore it.
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
+    init:             how every parameter starts (INITS): "default", the suite's rules with the init options
+                      below; "authors", every mixer as the authors' code starts it (flash-linear-attention
+                      0.6.0's model of it: `Mixer.authors_init`, docs/runs.md), which fixes what the init
+                      options below set, so they must stay at their defaults.
     dt_init_max:      Mamba-2 and Gated DeltaNet start with step sizes dt log-uniform from 1e-3 to this
                       (0.1: Mamba's), and decay rates A in [1, 16] (Mamba-2: at the default A_init), so
                       the decay's log dt * A starts at most 1.6 * dt_init_max / 0.1. With
@@ -133,6 +140,7 @@ class ModelConfig:
     use_output_gate: bool = True
     scale_lambda: bool = True
     negative_eigenvalues: bool = False
+    init: str = "default"
     dt_init_max: float = 0.1
     A_init: str = "uniform"
     A_init_min: float = A_RANGE[0]
@@ -192,7 +200,8 @@ class ModelConfig:
             raise ValueError(
                 f"ModelConfig.dt_init_max must be > {DT_MIN} (the smallest initial dt), got {self.dt_init_max}"
             )
-        for name, valid in (("A_init", A_INITS), ("out_proj_init", LINEAR_INITS), ("conv_bias_init", CONV_BIAS_INITS)):
+        for name, valid in (("init", INITS), ("A_init", A_INITS), ("out_proj_init", LINEAR_INITS),
+                            ("conv_bias_init", CONV_BIAS_INITS)):
             if getattr(self, name) not in valid:
                 raise ValueError(
                     f"ModelConfig.{name}: unknown option {getattr(self, name)!r}; valid: {', '.join(valid)}"
@@ -203,6 +212,13 @@ class ModelConfig:
             raise ValueError(
                 f"ModelConfig.A_init_min={self.A_init_min} must be <= A_init_max={self.A_init_max} (the range of A)"
             )
+        if self.init == "authors":
+            for f in fields(self):
+                if f.name in INIT_OPTIONS and getattr(self, f.name) != f.default:
+                    raise ValueError(
+                        f"ModelConfig.{f.name}={getattr(self, f.name)!r}: init=authors fixes every initial value as "
+                        f"the authors' code does; leave {f.name} at its default ({f.default!r}) or use init=default"
+                    )
         for name in ("norm_eps", "rope_base"):
             check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
         for name in ("attention_heads", "deltanet_heads", "deltanet_key_dim"):

@@ -10,8 +10,8 @@ from torch import Tensor, nn
 
 from loglinear.models.decay_init import initial_A_log, initial_dt_bias
 from loglinear.models.lambda_params import LambdaHead
-from loglinear.models.layers import GatedRMSNorm, RMSNorm
-from loglinear.models.linear_mixer import LinearAttentionMixer, OperatorInputs
+from loglinear.models.layers import GatedRMSNorm, InitLinear, RMSNorm
+from loglinear.models.linear_mixer import LinearAttentionMixer, MixerInit, OperatorInputs
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -41,6 +41,7 @@ class GatedDeltaNet(LinearAttentionMixer):
 
     name, display_name = "gated_deltanet", "Gated DeltaNet"
     size_fields = LinearAttentionMixer.size_fields | {"deltanet_heads", "deltanet_key_dim"}
+    authors_init = "fla/models/gated_deltanet/modeling_gated_deltanet.py, GatedDeltaNetPreTrainedModel._init_weights"
 
     def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:
         H = self.num_heads(cfg)
@@ -52,19 +53,30 @@ class GatedDeltaNet(LinearAttentionMixer):
             lambda_head=lambda_head,
         )
         self.beta_max = 2.0 if cfg.negative_eigenvalues else 1.0
-        self.dt_init_max = cfg.dt_init_max
         self.A_log, self.dt_bias = nn.Parameter(torch.empty(H)), nn.Parameter(torch.empty(H))
         self.init_parameters()
         self.norm = (
             GatedRMSNorm(V, cfg.norm_eps, norm_before_gate=True) if cfg.use_output_gate else RMSNorm(V, cfg.norm_eps)
         )
-        self.out_proj = nn.Linear(H * V, cfg.d_model, bias=False)
+        init = self.init_rule
+        self.out_proj = InitLinear(H * V, cfg.d_model, rule=init.out_proj, gain=init.out_proj_gain)
+
+    @classmethod
+    def init_rules(cls, cfg: ModelConfig) -> MixerInit:
+        """`init=default`: A uniform in [1, 16] and dt as in Mamba-2 (`dt_init_max`), every projection
+        N(0, 0.02^2), the convolution U(+-1/sqrt(conv_size)). `init=authors`: fla 0.6.0's GatedDeltaNet model (the
+        source in `authors_init`): A uniform in [0, 16], the convolutions' weights N(0, 0.02^2) (nn.Conv1d drawn
+        as its linear layers); its output projection stays N(0, 0.02^2) (prenorm_residual_strategy None there)."""
+        if cfg.init == "authors":
+            return MixerInit(A_range=(0.0, 16.0), conv_weight="normal")
+        return MixerInit(dt_max=cfg.dt_init_max)
 
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         """The mixer's own parameters (its submodules have their own): A_log and dt_bias as in Mamba-2."""
+        init = self.init_rule
         with torch.no_grad():
-            self.A_log.copy_(initial_A_log(self.n_heads, generator))
-            self.dt_bias.copy_(initial_dt_bias(self.n_heads, self.dt_init_max, generator))
+            self.A_log.copy_(initial_A_log(self.n_heads, generator, rule=init.A_rule, a_range=init.A_range))
+            self.dt_bias.copy_(initial_dt_bias(self.n_heads, init.dt_max, generator))
 
     @classmethod
     def num_heads(cls, cfg: ModelConfig) -> int:

@@ -21,6 +21,10 @@ from torch import nn
 
 INIT_STD = 0.02
 """Linear and embedding weights start as N(0, INIT_STD^2) (GPT-2 / zoology convention)."""
+INITS = ("default", "authors")
+"""`ModelConfig.init`: "default", the suite's rules (with the Mamba-2 init options); "authors", every mixer as
+flash-linear-attention 0.6.0's model of it starts (docs/runs.md, "The authors' initialisation"). The rules are
+the mixers' own (`Mixer.authors_init`)."""
 
 
 def module_generator(seed: int, name: str) -> torch.Generator:

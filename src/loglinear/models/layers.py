@@ -12,6 +12,9 @@ LINEAR_INITS = ("normal", "fan_in_uniform")
 """Rules of `InitLinear`: "normal" N(0, std^2); "fan_in_uniform" U(+-1/sqrt(fan_in)), PyTorch's nn.Linear default."""
 CONV_BIAS_INITS = ("uniform", "zero")
 """Rules of `ShortConv`'s bias: "uniform" U(+-1/sqrt(k)), PyTorch's nn.Conv1d default (mamba_ssm); "zero"."""
+CONV_WEIGHT_INITS = ("uniform", "normal")
+"""Rules of `ShortConv`'s weight: "uniform" U(+-1/sqrt(k)), PyTorch's nn.Conv1d default; "normal" N(0, INIT_STD^2)
+(flash-linear-attention's models, which draw every nn.Conv1d as their linear layers)."""
 
 
 def _rms_normalise(x: Tensor, eps: float) -> Tensor:
@@ -90,15 +93,18 @@ class ShortConv(nn.Module):
     `forward` takes (B, T, C); `step` takes one token (B, C) and the last k-1 inputs (B, C, k-1).
     Not conv1d: on CPU it compiles a kernel per new shape (about a second in float64); the shifted
     products (with their own backward, `_CausalDepthwiseConv`) are as fast.
-    Weights start uniform in +-1/sqrt(k) (PyTorch's Conv1d default for this fan-in), the bias too or at zero
-    (`bias_init`, CONV_BIAS_INITS).
+    Weights start uniform in +-1/sqrt(k) (PyTorch's Conv1d default for this fan-in) or N(0, INIT_STD^2)
+    (`weight_init`, CONV_WEIGHT_INITS), the bias uniform in +-1/sqrt(k) or at zero (`bias_init`, CONV_BIAS_INITS).
     """
 
-    def __init__(self, channels: int, kernel_size: int, *, bias: bool, bias_init: str = "uniform") -> None:
+    def __init__(
+        self, channels: int, kernel_size: int, *, bias: bool, bias_init: str = "uniform", weight_init: str = "uniform"
+    ) -> None:
         super().__init__()
-        if bias_init not in CONV_BIAS_INITS:
-            raise ValueError(f"unknown conv bias init {bias_init!r}; valid: {', '.join(CONV_BIAS_INITS)}")
-        self.kernel_size, self.bias_init = kernel_size, bias_init
+        for kind, rule, valid in (("bias", bias_init, CONV_BIAS_INITS), ("weight", weight_init, CONV_WEIGHT_INITS)):
+            if rule not in valid:
+                raise ValueError(f"unknown conv {kind} init {rule!r}; valid: {', '.join(valid)}")
+        self.kernel_size, self.bias_init, self.weight_init = kernel_size, bias_init, weight_init
         self.weight = nn.Parameter(torch.empty(channels, kernel_size))
         self.bias = nn.Parameter(torch.empty(channels)) if bias else None
         self.init_parameters()
@@ -106,7 +112,10 @@ class ShortConv(nn.Module):
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         bound = self.kernel_size**-0.5
         with torch.no_grad():
-            self.weight.uniform_(-bound, bound, generator=generator)
+            if self.weight_init == "normal":
+                self.weight.normal_(0.0, INIT_STD, generator=generator)
+            else:
+                self.weight.uniform_(-bound, bound, generator=generator)
             if self.bias is not None:
                 if self.bias_init == "zero":
                     self.bias.zero_()
@@ -128,15 +137,18 @@ class ShortConv(nn.Module):
 
 
 class InitLinear(nn.Linear):
-    """A bias-free nn.Linear whose seeded initialisation (models/init.py) follows `rule` (LINEAR_INITS) rather
-    than the N(0, INIT_STD^2) of a plain nn.Linear. Its constructor keeps nn.Linear's own draw, so building one
-    consumes the global RNG exactly as a plain nn.Linear does."""
+    """A bias-free nn.Linear whose seeded initialisation (models/init.py) follows `rule` (LINEAR_INITS), its draw
+    multiplied by `gain`, rather than the N(0, INIT_STD^2) of a plain nn.Linear (with which the defaults agree
+    draw for draw). Its constructor keeps nn.Linear's own draw, so building one consumes the global RNG exactly
+    as a plain nn.Linear does."""
 
-    def __init__(self, in_features: int, out_features: int, *, rule: str = "normal", std: float = INIT_STD) -> None:
+    def __init__(
+        self, in_features: int, out_features: int, *, rule: str = "normal", std: float = INIT_STD, gain: float = 1.0
+    ) -> None:
         if rule not in LINEAR_INITS:
             raise ValueError(f"unknown linear init {rule!r}; valid: {', '.join(LINEAR_INITS)}")
         super().__init__(in_features, out_features, bias=False)
-        self.rule, self.std = rule, std
+        self.rule, self.std, self.gain = rule, std, gain
 
     def init_parameters(self, generator: torch.Generator | None = None) -> None:
         with torch.no_grad():
@@ -145,6 +157,8 @@ class InitLinear(nn.Linear):
             else:
                 bound = self.in_features**-0.5
                 self.weight.uniform_(-bound, bound, generator=generator)
+            if self.gain != 1.0:
+                self.weight.mul_(self.gain)
 
 
 def apply_rope(x: Tensor, positions: Tensor, base: float) -> Tensor:

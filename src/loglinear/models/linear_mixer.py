@@ -29,6 +29,7 @@ from loglinear.kernels import (
     run_impl,
     value_checks,
 )
+from loglinear.models.decay_init import A_RANGE
 from loglinear.models.init import INIT_STD
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import InitLinear, ShortConv
@@ -51,6 +52,27 @@ class OperatorInputs:
     g: Tensor
     beta: Tensor | None = None
     sign: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class MixerInit:
+    """How a linear mixer's own parameters start (docs/runs.md, "Initialisation"); the defaults are the suite's.
+
+    A = exp(A_log) per head by `A_rule` (decay_init.A_INITS) in `A_range`; dt = softplus(dt_bias) log-uniform
+    in [DT_MIN, dt_max]; the input projection N(0, in_proj_std^2); the short convolution's weight and bias by
+    `conv_weight` (layers.CONV_WEIGHT_INITS) and `conv_bias` (layers.CONV_BIAS_INITS); the output projection by
+    `out_proj` (layers.LINEAR_INITS), its draw times `out_proj_gain`. Each mixer says which rules it applies
+    under each `ModelConfig.init` (`init_rules`).
+    """
+
+    A_rule: str = "uniform"
+    A_range: tuple[float, float] = A_RANGE
+    dt_max: float = 0.1
+    in_proj_std: float = INIT_STD
+    conv_weight: str = "uniform"
+    conv_bias: str = "uniform"
+    out_proj: str = "normal"
+    out_proj_gain: float = 1.0
 
 
 @dataclass
@@ -83,7 +105,6 @@ class LinearAttentionMixer(Mixer):
     def __init__(
         self, cfg: ModelConfig, *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
         rest_widths: list[int], conv_bias: bool, signed_decay: bool, lambda_head: LambdaHead | None,
-        in_proj_std: float = INIT_STD, conv_bias_init: str = "uniform",
     ) -> None:
         super().__init__(cfg)
         self.n_heads, self.key_dim, self.value_dim = n_heads, key_dim, value_dim
@@ -92,9 +113,17 @@ class LinearAttentionMixer(Mixer):
         self.choices: list[Choice] = []  # the implementations this mixer ran in this process, with their verdicts
         self.lambda_head = lambda_head
         self.widths = [conv_width, *rest_widths]
-        self.in_proj = InitLinear(cfg.d_model, sum(self.widths), std=in_proj_std)
-        self.conv = ShortConv(conv_width, cfg.conv_size, bias=conv_bias, bias_init=conv_bias_init)
+        self.init_rule = init = self.init_rules(cfg)
+        self.in_proj = InitLinear(cfg.d_model, sum(self.widths), std=init.in_proj_std)
+        self.conv = ShortConv(
+            conv_width, cfg.conv_size, bias=conv_bias, bias_init=init.conv_bias, weight_init=init.conv_weight
+        )
         self.transition_counts: TransitionCounts | None = None
+
+    @classmethod
+    def init_rules(cls, cfg: ModelConfig) -> MixerInit:
+        """The rules this mixer's parameters start by under `cfg` (its `init` and init options)."""
+        raise NotImplementedError
 
     def count_transitions(self, on: bool) -> None:
         """Start counting negative-eigenvalue transitions per head in `forward` (afresh), or stop."""

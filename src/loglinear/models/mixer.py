@@ -35,6 +35,10 @@ class Mixer(nn.Module):
     num_heads(cfg): how many heads it has under a ModelConfig.
     options:      a dataclass of its own options (`model.mixer_options`), typed and with defaults; None (the
                   suite's mixers): it takes none. `read_options(cfg)` gives them, checked.
+    authors_init: where its start under `model.init=authors` comes from (file and function of the authors'
+                  code: flash-linear-attention 0.6.0 unless it says otherwise); None: it has no such start,
+                  and `model.init=authors` refuses it. The mixer applies those rules itself when built with
+                  that config.
 
     `state_size(seq_len)` counts the numbers one sequence's decoding cache holds in this layer after
     `seq_len` tokens (docs/runs.md, "State size"); tests/models/test_state_size.py counts the real cache.
@@ -47,6 +51,7 @@ class Mixer(nn.Module):
     transitions: ClassVar[bool] = False
     size_fields: ClassVar[frozenset[str]] = frozenset()
     options: ClassVar[type | None] = None
+    authors_init: ClassVar[str | None] = None
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

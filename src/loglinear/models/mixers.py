@@ -26,15 +26,20 @@ MIXERS: Registry[type[Mixer]] = Registry(
 
 def check_model(cfg: ModelConfig) -> ModelConfig:
     """`cfg` itself, once what its fields need of the registries holds: a known mixer (a name or an import
-    path) and lambda parameterisation, the mixer's own options (`Mixer.read_options`) and every setting the
-    mixer checks (`Mixer.check_config`); else a ValueError naming the field. (`ModelConfig` checks its own
-    fields when built, without the registries.)"""
+    path) and lambda parameterisation, an authors' initialisation of the mixer under `init=authors`, the
+    mixer's own options (`Mixer.read_options`) and every setting the mixer checks (`Mixer.check_config`);
+    else a ValueError naming the field. (`ModelConfig` checks its own fields when built, without the
+    registries.)"""
     for field, registry in (("mixer", MIXERS), ("lambda_param", LAMBDA_PARAMS)):
         try:
             registry[getattr(cfg, field)]
         except ValueError as e:
             raise ValueError(f"ModelConfig.{field}: {e}") from None
     mixer = MIXERS[cfg.mixer]
+    if cfg.init == "authors" and mixer.authors_init is None:
+        with_rules = ", ".join(name for name, m in MIXERS.items() if m.authors_init is not None)
+        raise ValueError(f"ModelConfig.init=authors: mixer {cfg.mixer!r} has no authors' initialisation "
+                         f"(`Mixer.authors_init`); mixers with one: {with_rules}; or use init=default")
     mixer.read_options(cfg)
     mixer.check_config(cfg)
     return cfg

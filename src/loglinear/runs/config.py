@@ -48,7 +48,7 @@ agent), whether the fused kernels check themselves first (result.json records wh
 ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
     **{f"model.{f.name}": f.default
        for f in dataclasses.fields(ModelConfig)
-       if f.name in ("deltanet_key_dim", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
+       if f.name in ("deltanet_key_dim", "init", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
                      "conv_bias_init")},
     "model.mixer_options": {},
 }
