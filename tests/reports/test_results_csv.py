@@ -122,6 +122,10 @@ def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(tmp_path):
     steps = "## Steps to 99% validation accuracy"
     assert report.table.split(steps)[1].split("##")[0] == original.split(steps)[1].split("##")[0]
     assert report.table.split("## Paired comparisons")[1] == original.split("## Paired comparisons")[1]
+    header = read_rows(tmp_path / "again" / CSV)[0]
+    assert PASSAGE_STEPS in header and not {SELFCHECKS, RECALL, ERROR} & set(header)  # unknown, not "none"
+    twice = write_report(tmp_path / "twice", load_sweep_from_csv(tmp_path / "again" / CSV, spec, tmp_path / "twice"))
+    assert twice.table == report.table
     by_id = {r.run_id: r for r in sweep.records}
     for row in rows:
         record = by_id[row["run_id"]]
@@ -181,6 +185,9 @@ def test_a_rereport_refuses_what_it_cannot_read_and_writes_nothing(tmp_path, cap
     refused(capsys, ["report", str(target), "--spec", str(spec), "--from-results", str(tmp_path / "none.csv")],
             "not found")
     refused(capsys, ["report", str(target), "--spec", str(spec), "--from-results", str(spec)],
+            "not the results.csv of a report")
+    (tmp_path / "binary.csv").write_bytes(b"run_id,\xff\xfe\n")
+    refused(capsys, ["report", str(target), "--spec", str(spec), "--from-results", str(tmp_path / "binary.csv")],
             "not the results.csv of a report")
     refused(capsys, ["report", str(target), "--from-results", str(out / CSV)], "--from-results needs --spec")
     refused(capsys, ["report", str(target), "--spec", str(spec), "--from-results", str(out / CSV), "--lambda"],

@@ -42,15 +42,16 @@ re-reports a study from (reports/results_csv.py)."""
 
 
 def write_csv(sweep: Sweep, path: Path) -> None:
-    """One row per expected run: the fixed columns, every test metric, the state sizes at each test length,
-    then the varied keys."""
+    """One row per expected run: the fixed columns (but those an older results.csv it was re-read from lacked),
+    every test metric, the state sizes at each test length, then the varied keys."""
     metrics = sorted({k for r in sweep.records for k in r.test})
     lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
     states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
     text = io.StringIO()
     writer = csv.writer(text)
-    writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
+    columns = [c for c in CSV_COLUMNS if c not in sweep.absent_columns]
+    writer.writerow([*columns, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
     for r in sweep.records:
         fixed = {
             "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
@@ -63,7 +64,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
             "implementations": " ".join(r.implementations or ()), SELFCHECKS: r.selfchecks or None,
             **recall_state(r), RECALL: recall_groups(r), ERROR: r.result.get("error"),
         }
-        writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+        writer.writerow([_csv(fixed[c]) for c in columns] + [_csv(r.test.get(m)) for m in metrics]
                         + [_csv(r.state_at(n, kind)) for kind, n in states]
                         + [_csv(r.point.get(k)) for k in varied])
     write_text_atomic(path, text.getvalue())

@@ -215,6 +215,9 @@ class Sweep:
     unavailable: list[str] = field(default_factory=list)
     """What a report cannot show, in words: empty for a sweep read from its run folders, what results.csv does not
     hold for one re-read from it (reports/results_csv.py)."""
+    absent_columns: list[str] = field(default_factory=list)
+    """The results.csv columns that the older results.csv this sweep was re-read from lacked: its report leaves
+    them out rather than write them empty, so that a re-report of the re-report still knows they are unknown."""
 
     @property
     def protocol_text(self) -> str:
@@ -254,7 +257,7 @@ def load_sweep(out: str | Path) -> Sweep:
 
 
 def arrange(name: str, out: Path, records: list[Record], manifest: dict[str, Any], report: ReportConfig,
-            protocol: TwoStage | None, unavailable: Iterable[str] = ()) -> Sweep:
+            protocol: TwoStage | None, unavailable: Iterable[str] = (), absent_columns: Iterable[str] = ()) -> Sweep:
     """The sweep of `records`, each labelled with its table row (from the manifest's `varied_keys` and `zip`), in
     table order."""
     keys = _row_keys(manifest, records)
@@ -262,7 +265,7 @@ def arrange(name: str, out: Path, records: list[Record], manifest: dict[str, Any
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
     records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
-    return Sweep(name, out, records, keys, report, protocol, list(unavailable))
+    return Sweep(name, out, records, keys, report, protocol, list(unavailable), list(absent_columns))
 
 
 def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:

@@ -36,6 +36,8 @@ NUMBERS = {"val_accuracy": float, "steps_to_threshold": int, "step": int, "param
 """result.json's numbers that results.csv holds under the same name."""
 TEST_PREFIX, STATE_PREFIX, RECALL_STATE = "test/", "state_size_", "state_at_recall_"
 UNKNOWN = "unknown"
+OPTIONAL = (SELFCHECKS, RECALL, ERROR)
+"""Columns whose empty cell means "none": a re-report of a CSV without them leaves them out (Sweep.absent_columns)."""
 
 
 class ResultsCsvError(ConfigError):
@@ -102,8 +104,11 @@ def load_sweep_from_csv(path: str | Path, spec_path: str | Path, out: str | Path
     if not path.is_file():
         raise ResultsCsvError(f"{path} not found: --from-results takes the results.csv of an earlier report")
     spec = load_spec(spec_path)
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
+    try:
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f, restval=""))
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise ResultsCsvError(f"{path} is not the results.csv of a report: {e}") from None
     header = list(rows[0]) if rows else []
     absent = [c for c in REQUIRED if c not in header]
     if absent:
@@ -131,7 +136,7 @@ def load_sweep_from_csv(path: str | Path, spec_path: str | Path, out: str | Path
                                  known_passage=passage))
     manifest = {"varied_keys": spec.varied_keys, "zip": [list(group) for group in spec.zip]}
     return arrange(spec.name, Path(out), records, manifest, spec.report, spec.protocol,
-                   unavailable(spec, header, records))
+                   unavailable(spec, header, records), [c for c in OPTIONAL if c not in header])
 
 
 def _point(spec: SweepSpec, row: dict[str, str], varied: list[str]) -> dict[str, Any]:
