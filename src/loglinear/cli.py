@@ -55,6 +55,8 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
   loglinear sweep report sweeps_out/demo_cpu                   # results.csv, table.md, plots
   loglinear sweep report sweeps_out/demo_cpu --lambda          # and lambda by level per cell (lambda_levels.md)
+  loglinear sweep report results/mqar_state_cpu --spec configs/sweeps/mqar_state_cpu.yaml
+                                # re-report from results.csv: a study whose run folders are gone
 
 Exit status: 0 all runs finished, 1 some run failed or did not finish, or a fault of the machine (a full disk,
 a folder that cannot be written), 2 bad spec or usage, 130 interrupted.
@@ -115,7 +117,12 @@ def sweep_parser() -> argparse.ArgumentParser:
     status.set_defaults(command=_status)
 
     report = commands.add_parser("report", help="write results.csv, table.md and plots of a sweep folder")
-    report.add_argument("dir", help="the sweep's output folder (holding manifest.json)")
+    report.add_argument("dir", help="the sweep's output folder (holding manifest.json); with --spec, where the "
+                                    "re-report goes")
+    report.add_argument("--spec", help="re-report a study whose run folders are gone from its results.csv and this "
+                                       "spec (the one it was run from)")
+    report.add_argument("--from-results", metavar="CSV",
+                        help="with --spec: the results.csv to re-report (default: DIR/results.csv)")
     report.add_argument("--lambda", dest="lambda_levels", action="store_true",
                         help="also inspect the log-linear runs each cell reports and plot lambda by level per cell "
                              "(lambda_levels.md)")
@@ -145,7 +152,8 @@ def _status(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from loglinear.reports.sweep_run import report_sweep
 
-    return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels)
+    return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels, spec=args.spec,
+                        from_results=args.from_results)
 
 
 def _wandb(args: argparse.Namespace) -> int:

@@ -11,8 +11,9 @@ from typing import Any
 
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import Pairing, TestResult
-from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_state
+from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_groups, recall_state
 from loglinear.reports.results import LAMBDA_KEY, Sweep
+from loglinear.reports.statistics import Event
 from loglinear.runs.folder import write_text_atomic
 
 TABLE = "table.md"
@@ -21,42 +22,57 @@ PAIRED_CSV = "paired.csv"
 PAIRED_LENGTH_CSV = "paired_by_length.csv"
 STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
+PASSAGE_STEPS, PASSAGE_REACHED = "passage_steps", "passage_reached"
+SELFCHECKS, RECALL, ERROR = "selfchecks", "recall", "error"
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
-    *RESULT_COLUMNS, "val_score", "test_score", "implementations", *(f"state_size_{kind}" for kind in STATE_KINDS),
-    *RECALL_COLUMNS,
+    *RESULT_COLUMNS, PASSAGE_STEPS, PASSAGE_REACHED, "val_score", "test_score", "implementations", SELFCHECKS,
+    *(f"state_size_{kind}" for kind in STATE_KINDS), *RECALL_COLUMNS, RECALL, ERROR,
 )
-"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+"""`passage_steps` / `passage_reached`: the steps until validation accuracy first passed the report's threshold
+and True, else the step where the run ended and False (the Kaplan-Meier time; empty without a metrics.csv);
+`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
 `implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
-recorded); `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training
-length (then `.../seq_len=L` at each test length L, after the test metrics); `state_at_recall_*`: what it holds
-at the MQAR test queries (reports/recall_levels.py)."""
+recorded), `selfchecks` the fused kernels' self-check verdicts they relied on (JSON, empty: none);
+`state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training length (then
+`.../seq_len=L` at each test length L, after the test metrics); `state_at_recall_*`: what it holds at the MQAR test
+queries, `recall` the test accuracy by the recalled key's level and distance (JSON; reports/recall_levels.py);
+`error`: why a failed run failed. With the spec, these columns are what `loglinear sweep report --from-results`
+re-reports a study from (reports/results_csv.py)."""
 
 
 def write_csv(sweep: Sweep, path: Path) -> None:
-    """One row per expected run: the fixed columns, every test metric, the state sizes at each test length,
-    then the varied keys."""
+    """One row per expected run: the fixed columns (but those an older results.csv it was re-read from lacked),
+    every test metric, the state sizes at each test length, then the varied keys."""
     metrics = sorted({k for r in sweep.records for k in r.test})
     lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
     states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
     text = io.StringIO()
     writer = csv.writer(text)
-    writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
+    columns = [c for c in CSV_COLUMNS if c not in sweep.absent_columns]
+    writer.writerow([*columns, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
     for r in sweep.records:
         fixed = {
             "run_id": r.run_id, "stage": r.stage, "status": r.status, "mixer": r.mixer,
             "lambda_param": r.get(LAMBDA_KEY),
             "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
             "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
+            **_passage_columns(r.passage(sweep.report.threshold)),
             "val_score": r.val_score, "test_score": r.test_score,
             **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
-            "implementations": " ".join(r.implementations or ()), **recall_state(r),
+            "implementations": " ".join(r.implementations or ()), SELFCHECKS: r.selfchecks or None,
+            **recall_state(r), RECALL: recall_groups(r), ERROR: r.result.get("error"),
         }
-        writer.writerow([_csv(fixed[c]) for c in CSV_COLUMNS] + [_csv(r.test.get(m)) for m in metrics]
+        writer.writerow([_csv(fixed[c]) for c in columns] + [_csv(r.test.get(m)) for m in metrics]
                         + [_csv(r.state_at(n, kind)) for kind, n in states]
                         + [_csv(r.point.get(k)) for k in varied])
     write_text_atomic(path, text.getvalue())
+
+
+def _passage_columns(event: Event | None) -> dict[str, Any]:
+    return {PASSAGE_STEPS: None if event is None else event.steps,
+            PASSAGE_REACHED: None if event is None else event.reached}
 
 
 def write_paired_csv(pairings: list[Pairing], family: list[TestResult], path: Path) -> None:

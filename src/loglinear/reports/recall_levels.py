@@ -20,6 +20,7 @@ from loglinear.runs.folder import FINISHED, write_text_atomic
 TABLE = "recall.md"
 PLOT = "mqar_recall.png"
 RECALL_COLUMNS = ("state_at_recall_per_layer", "state_at_recall_total")
+KINDS = ("by_level", "by_distance")
 """results.csv: the numbers a run's decoder holds at its test queries, averaged over them (one layer, all)."""
 
 
@@ -27,6 +28,14 @@ def recall_state(record: Record) -> dict[str, float | None]:
     """The RECALL_COLUMNS of one run (None without a `recall` in its result.json)."""
     state = (record.result.get("recall") or {}).get("state_at_recall") or {}
     return {f"state_at_recall_{kind}": state.get(kind) for kind in ("per_layer", "total")}
+
+
+def recall_groups(record: Record) -> dict[str, Any] | None:
+    """The run's recalled keys counted by level and by distance (`by_level`, `by_distance`: {label: [right,
+    scored]}), None without a `recall` in its result.json."""
+    recall = record.result.get("recall") or {}
+    groups = {kind: recall[kind] for kind in KINDS if recall.get(kind)}
+    return groups or None
 
 
 def accuracy_by(record: Record, kind: str) -> dict[str, float]:
@@ -41,7 +50,7 @@ def recall_cells(sweep: Sweep) -> dict[str, list[Record]]:
     several_widths = len({d_model for _, d_model in table}) > 1
     cells = {}
     for (row, d_model), cell in table.items():
-        runs = [r for r in cell.runs if r.status in FINISHED and r.result.get("recall")]
+        runs = [r for r in cell.runs if r.status in FINISHED and recall_groups(r)]
         if runs:
             cells[" / ".join(row) + (f", d_model {d_model}" if several_widths else "")] = runs
     return cells

@@ -36,6 +36,9 @@ from loglinear.reports.tables import (
 )
 from loglinear.runs.folder import write_text_atomic
 
+REREPORTED = ("Re-reported from results.csv and the spec: the run folders are gone, so every number below comes "
+              "from the CSV's columns.")
+
 RATE_NOTE = (
     "`k/n [low, high]`: k of the cell's n runs above the threshold on test, with the Wilson 95% interval of the "
     "rate in percent. Steps: Kaplan-Meier median of the steps until validation accuracy first passed {pct}% "
@@ -96,9 +99,10 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def write_report(out: str | Path) -> Report:
+def write_report(out: str | Path, sweep: Sweep | None = None) -> Report:
+    """The report of the sweep folder `out`, or of `sweep` (one re-read from a results.csv) into `out`."""
     out = Path(out)
-    sweep = load_sweep(out)
+    sweep = load_sweep(out) if sweep is None else sweep
     pairings = paired_comparisons(sweep)
     by_length = length_pairings(sweep)
     equal_state = equal_state_comparisons(sweep, sweep.cells())
@@ -112,7 +116,10 @@ def write_report(out: str | Path) -> Report:
         write_paired_csv(by_length, family, out / PAIRED_LENGTH_CSV)
         files.append(out / PAIRED_LENGTH_CSV)
     written, skipped = write_plots(sweep, out)
-    written += write_recall_report(sweep, out)
+    recall = write_recall_report(sweep, out)
+    if not recall and sweep.unavailable and any(r.task == "mqar" for r in sweep.records):
+        skipped["recall.md"] = "no run's recall by level and distance in results.csv"
+    written += recall
     return Report(table, [*files, *written], skipped)
 
 
@@ -121,10 +128,13 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     cells = sweep.cells()
     report = sweep.report
     pct = pct_text(report.threshold)
-    parts = [f"# {sweep.name}\n", sweep.protocol_text, "## Test accuracy\n",
-             pivot(sweep, cells, lambda c: format_cell(c, report.threshold)), accuracy_note(sweep, pct),
-             f"## Solve rate: runs above {pct}% test accuracy\n",
-             pivot(sweep, cells, lambda c: format_rate(c, report.threshold))]
+    parts = [f"# {sweep.name}\n", sweep.protocol_text]
+    if sweep.unavailable:
+        parts.append(f"{REREPORTED} Not available: {'; '.join(sweep.unavailable)}.")
+    parts += ["## Test accuracy\n",
+              pivot(sweep, cells, lambda c: format_cell(c, report.threshold)), accuracy_note(sweep, pct),
+              f"## Solve rate: runs above {pct}% test accuracy\n",
+              pivot(sweep, cells, lambda c: format_rate(c, report.threshold))]
     if report.plateau is not None:
         parts += [f"## Escaped the plateau: runs above {pct_text(report.plateau)}% test accuracy\n",
                   pivot(sweep, cells, lambda c: format_rate(c, report.plateau))]  # type: ignore[arg-type]

@@ -212,6 +212,12 @@ class Sweep:
     row_keys: list[str]
     report: ReportConfig = field(default_factory=ReportConfig)
     protocol: TwoStage | None = None
+    unavailable: list[str] = field(default_factory=list)
+    """What a report cannot show, in words: empty for a sweep read from its run folders, what results.csv does not
+    hold for one re-read from it (reports/results_csv.py)."""
+    absent_columns: list[str] = field(default_factory=list)
+    """The results.csv columns that the older results.csv this sweep was re-read from lacked: its report leaves
+    them out rather than write them empty, so that a re-report of the re-report still knows they are unknown."""
 
     @property
     def protocol_text(self) -> str:
@@ -246,13 +252,20 @@ def load_sweep(out: str | Path) -> Sweep:
         config = result.get("config") or entry["config"]
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))
+    return arrange(manifest["name"], out, records, manifest, report_config(manifest.get("report")),
+                   two_stage(manifest.get("protocol")))
+
+
+def arrange(name: str, out: Path, records: list[Record], manifest: dict[str, Any], report: ReportConfig,
+            protocol: TwoStage | None, unavailable: Iterable[str] = (), absent_columns: Iterable[str] = ()) -> Sweep:
+    """The sweep of `records`, each labelled with its table row (from the manifest's `varied_keys` and `zip`), in
+    table order."""
     keys = _row_keys(manifest, records)
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
     records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
-    return Sweep(manifest["name"], out, records, keys, report_config(manifest.get("report")),
-                 two_stage(manifest.get("protocol")))
+    return Sweep(name, out, records, keys, report, protocol, list(unavailable), list(absent_columns))
 
 
 def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
