@@ -59,14 +59,18 @@ def test_frontier_points_are_cells_at_their_state_size(tmp_path):
     series = frontier_series(sweep, sweep.cells())
     assert list(series) == ["all", "4 pairs", "32 pairs"]
     assert set(series["all"]) == {"Transformer", "Mamba-2", "Log-Linear Mamba-2"}  # state_dim: points, not lines
-    mamba = series["all"]["Mamba-2"]
-    assert [x for x, _ in mamba] == [1408, 4480, 8704]
+    row, mamba = series["all"]["Mamba-2"]
+    assert row[0] == "Mamba-2"
+    assert [x for x, *_ in mamba] == [1408, 4480, 8704]
     assert mamba[2][1] == pytest.approx([100 * a for a in BIG_TEST])
-    assert series["all"]["Log-Linear Mamba-2"] == [(8576, pytest.approx([100 * a for a in LL_TEST]))]
+    assert [r.seed[0] for r in mamba[2][2]] == [0, 1, 2]  # the runs behind the values, in their order
+    ((x, values, runs, cell),) = series["all"]["Log-Linear Mamba-2"][1]
+    assert (x, values) == (8576, pytest.approx([100 * a for a in LL_TEST]))
+    assert cell.runs == runs
     # 4 pairs are tested at 64 tokens, where the log-linear state holds 7 levels, not 8
-    assert [x for x, _ in series["4 pairs"]["Log-Linear Mamba-2"]] == [7552]
-    assert [x for x, _ in series["4 pairs"]["Transformer"]] == [4096]
-    assert series["32 pairs"]["Log-Linear Mamba-2"][0][1] == pytest.approx([100 * (a - 0.1) for a in LL_TEST])
+    assert [x for x, *_ in series["4 pairs"]["Log-Linear Mamba-2"][1]] == [7552]
+    assert [x for x, *_ in series["4 pairs"]["Transformer"][1]] == [4096]
+    assert series["32 pairs"]["Log-Linear Mamba-2"][1][0][1] == pytest.approx([100 * (a - 0.1) for a in LL_TEST])
 
 
 def test_report_has_the_frontier_plot_and_the_equal_state_comparison(tmp_path):

@@ -37,14 +37,19 @@ def test_the_tables_average_each_bucket_over_the_seeds(tmp_path):
     assert by_level[0][2:] == ["2", "6"]
 
 
-def test_the_plot_draws_every_seed_with_each_arm_in_one_colour_in_both_panels(tmp_path):
+def test_the_plot_draws_every_seed_with_each_arm_in_one_colour_in_both_panels_and_the_query_counts(tmp_path):
     fig = recall_plot(load_sweep(sweep_with_recall(tmp_path)))
     by_distance, by_level = fig.axes[:2]
-    points = [sorted(c.get_offsets()[:, 1].round(1).tolist()) for c in by_distance.collections]
-    assert points == [[50.0, 60.0, 90.0, 100.0], [80.0, 90.0, 100.0, 100.0]]  # 2 buckets x 2 seeds per arm
-    assert [sorted(c.get_offsets()[:, 1].round(1).tolist()) for c in by_level.collections] == [points[1]]
+
+    def points(ax):
+        return sorted(y for c in ax.collections for y in c.get_offsets()[:, 1].round(1).tolist())
+
+    assert points(by_distance) == [50.0, 60.0, 80.0, 90.0, 90.0, 100.0, 100.0, 100.0]  # 2 buckets x 2 seeds x 2 arms
+    assert points(by_level) == [80.0, 90.0, 100.0, 100.0]
     colour = {line.get_label(): line.get_color() for line in by_distance.get_lines()}
     assert [line.get_color() for line in by_level.get_lines()] == [colour["Log-Linear Gated DeltaNet"]]
+    assert sorted(t.get_text() for t in by_distance.texts) == ["n=10"] * 4  # queries behind each bucket's points
+    assert sorted(t.get_text() for t in by_level.texts) == ["n=10"] * 2
 
 
 def test_the_report_writes_the_recall_files_and_the_state_columns(tmp_path):

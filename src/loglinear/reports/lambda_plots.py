@@ -225,7 +225,7 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
             skipped[title] = "no run of the cell could be inspected"
             continue
         accuracy = {name: mean_std_text(by_lambda[name].values) for name in shown}
-        control = _control(sweep, next(r for cell in by_lambda.values() for r in cell.runs))
+        control = control_accuracy(sweep, next(r for cell in by_lambda.values() for r in cell.runs))
         path = save_figure(cell_figure(title, shown, accuracy, control), out / f"lambda_{slug}.png", DPI)
         written.append(path)
         sections.append(_section(title, path.name, by_lambda, shown, accuracy))
@@ -272,7 +272,7 @@ NOTE = (
 )
 
 
-def _control(sweep: Sweep, record: Record) -> str | None:
+def control_accuracy(sweep: Sweep, record: Record) -> str | None:
     """The test accuracy, mean (std), of the λ = 1 control of `record`'s cell: the base mixer's runs with the same
     other row keys and d_model, at their own selected learning rate (None when the sweep has none)."""
     keys = [i for i, k in enumerate(sweep.row_keys) if k not in (MIXER_KEY, LAMBDA_KEY)]

@@ -49,6 +49,7 @@ that coincide (every run censored at the budget) stay visible side by side."""
 FRONTIER_SLOT = 0.12
 """The frontier's dodge: each line's slot around a shared state size, in powers of 2 (many arms share one, and
 state sizes are not an octave apart: no bound)."""
+STATE_MARK = "| on the x axis: a state size (the points around it are dodged sideways)"
 LR_SLOT = 0.1
 """`acc_vs_lr`'s dodge per arm, in powers of 2, up to `LR_SPREAD`: a grid's rates are 1.7 octaves apart."""
 LR_SPREAD = 1.4
@@ -272,6 +273,8 @@ def mqar_frontier(sweep: Sweep, palette: Palette | None = None) -> Drawing:
                           for state, accuracies, runs, cell in points]
                   for label, (_, points) in lines.items()}
         seed_points(ax, groups, styles, spread_for(len(groups), FRONTIER_SLOT, math.inf))
+        states = sorted({g.x for series_groups in groups.values() for g in series_groups})
+        ax.plot(states, [0] * len(states), linestyle="none", marker="|", markersize=12, color="gray", label=STATE_MARK)
         ax.set_xscale("log")
         ax.set_xlabel("state size (numbers per sequence, all layers)")
         ax.set_ylabel("test accuracy (%)")
