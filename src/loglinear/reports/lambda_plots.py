@@ -7,7 +7,7 @@ base mixer (the `constant` parameterisation), so the λ row has a reference line
 accuracy (the same other row keys and d_model, at its own selected learning rate), and for MQAR a row compares
 the share of the output the key's level carries with the same share at λ = 1 (the readout norms alone).
 
-matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/plots.py.
+matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/figures.py.
 """
 
 from __future__ import annotations
