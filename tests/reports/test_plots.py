@@ -198,8 +198,8 @@ def test_coinciding_kaplan_meier_curves_stay_apart_with_their_counts(tmp_path):
                for mixer in ("mamba2", "log_linear_mamba2", "gated_deltanet") for seed in range(2)]
     (ax,) = kaplan_meier_plot(load_sweep(make_sweep(tmp_path, entries))).axes
     curves = {line.get_label(): line.get_ydata() for line in ax.get_lines() if not line.get_label().startswith("_")}
-    assert sorted(curves) == ["Gated DeltaNet (0/2 passed)", "Log-Linear Mamba-2 (0/2 passed)",
-                              "Mamba-2 (0/2 passed)"]
+    assert sorted(curves) == ["Gated DeltaNet (0/2 reached)", "Log-Linear Mamba-2 (0/2 reached)",
+                              "Mamba-2 (0/2 reached)"]
     levels = sorted(float(y[0]) for y in curves.values())
     assert len(set(levels)) == 3 and levels[-1] - levels[0] == pytest.approx(KM_NUDGE)
     assert all(abs(level - 1.0) <= KM_NUDGE / 2 + 1e-9 for level in levels)

@@ -66,3 +66,10 @@ def test_runs_without_recall_records_give_no_recall_files(tmp_path):
     write_report(folder)
     assert not (tmp_path / TABLE).exists() and not (tmp_path / PLOT).exists()
     assert next(csv.DictReader((tmp_path / CSV).open()))["state_at_recall_total"] == ""
+
+
+def test_the_query_count_above_a_bucket_gives_its_range_when_the_seeds_differ(tmp_path):
+    entries = [run_entry("log_linear_gated_deltanet", 16, 1e-2, seed, finished(0.9, recall=recall(1200, near, far)))
+               for seed, (near, far) in enumerate([((9, 10), (5, 31)), ((10, 10), (6, 45))])]
+    by_distance, by_level = recall_plot(load_sweep(make_sweep(tmp_path, entries))).axes[:2]
+    assert sorted(t.get_text() for t in by_level.texts) == ["n=10", "n=31-45"]

@@ -36,9 +36,8 @@ from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.reports.statistics import kaplan_meier
 from loglinear.runs.folder import FINISHED
-from loglinear.sweeps.protocol import CONFIRMATION
+from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig
 
-Cells = dict[tuple[tuple[str, ...], int], Cell]
 Drawing = Figure | str
 """A figure, or why there is none."""
 TITLE_WIDTH = 48
@@ -75,13 +74,10 @@ def acc_vs_d_model(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     series: dict[str, list[Group]] = {}
     styles = {}
     for (row, d_model), cell in sorted(sweep.cells().items(), key=lambda item: item[0][1]):  # type: ignore[index]
-        runs = [r for r in cell.runs if r.test_score is not None]
-        if runs:
+        if cell.values:
             label = " / ".join(row)
             styles[label] = palette.style(row)
-            series.setdefault(label, []).append(Group(
-                float(d_model), [100 * r.test_score for r in runs], _solved(runs, report.threshold),  # type: ignore[operator]
-                counts_text(cell, report.threshold, report.plateau)))
+            series.setdefault(label, []).append(_cell_group(cell, float(d_model), report))
     if not series:
         return "no run finished"
     fig, (ax,) = panels(1)
@@ -164,7 +160,7 @@ def acc_vs_lr(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         seed_points(top, {arm: [Group(lr, values) for lr, values in sorted(by_lr.items())]
                           for arm, by_lr in arms.items()}, styles, spread)
         cells = picked.get(title, {})
-        reported = {arm: [_reported_group(cells[arm], report.threshold, report.plateau)]
+        reported = {arm: [_cell_group(cells[arm], cells[arm].lr, report)]  # type: ignore[arg-type]
                     for arm in arms if arm in cells and cells[arm].values}
         seed_points(bottom, reported, styles, spread, slots=list(arms))  # each arm in its slot of the top row
         for index, arm in enumerate(arms):
@@ -190,17 +186,18 @@ def acc_vs_lr(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     return finish(fig, [ax for line in axes for ax in line], [picked_key, *solved_key(report.plateau)])
 
 
-def _reported_group(cell: Cell, threshold: float, plateau: float | None) -> Group:
+def _cell_group(cell: Cell, x: float, report: ReportConfig) -> Group:
+    """A cell's runs with a test accuracy at `x`: each in %, whether it is solved, the cell's counts above."""
     runs = [r for r in cell.runs if r.test_score is not None]
-    return Group(cell.lr, [100 * r.test_score for r in runs], _solved(runs, threshold),  # type: ignore[arg-type,operator]
-                 counts_text(cell, threshold, plateau))
+    return Group(x, [100 * r.test_score for r in runs], _solved(runs, report.threshold),  # type: ignore[operator]
+                 counts_text(cell, report.threshold, report.plateau))
 
 
 def kaplan_meier_plot(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     """Per cell, each arm's Kaplan-Meier curve: the fraction of runs whose validation accuracy has not yet passed
     the threshold, against training steps (censored runs marked), with its 95% interval shaded. The curves of a
     panel are nudged apart vertically (at most `KM_NUDGE` between the outermost), each legend entry has its
-    counts, runs that passed / runs."""
+    counts, runs that reached the threshold / runs (as in the steps table)."""
     palette = palette or Palette.of(sweep)
     threshold = sweep.report.threshold
     arms_by_panel: dict[str, dict[str, Cell]] = {}
@@ -220,7 +217,7 @@ def kaplan_meier_plot(sweep: Sweep, palette: Palette | None = None) -> Drawing:
             steps = [0.0, *curve.steps]  # type: ignore[union-attr]
             reached = sum(e.reached for e in events)
             ax.step(steps, [1.0 + nudge, *(f + nudge for f in curve.fraction)], where="post",  # type: ignore[union-attr]
-                    label=f"{arm} ({reached}/{len(events)} passed)", color=color)
+                    label=f"{arm} ({reached}/{len(events)} reached)", color=color)
             ax.fill_between(steps, [1.0, *curve.low], [1.0, *curve.high], step="post",  # type: ignore[union-attr]
                             color=color, alpha=0.1)
             censored = [e.steps for e in events if not e.reached]
@@ -229,7 +226,7 @@ def kaplan_meier_plot(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         ax.set_xlabel("training steps")
         ax.set_ylabel(f"fraction not yet above {100 * threshold:g}% (validation)")
         ax.set_ylim(-0.08, 1.08)
-        ax.legend(fontsize="small", loc="lower left", title="arm (passed/runs)", title_fontsize="small")
+        ax.legend(fontsize="small", loc="lower left", title="arm (reached/runs)", title_fontsize="small")
     fig.text(0.5, 0.0, f"curves nudged apart vertically, at most {KM_NUDGE:g} between the outermost of a panel, "
              "so coinciding curves stay visible; |: censored run; shaded: 95% interval", ha="center", va="top",
              fontsize="small")
