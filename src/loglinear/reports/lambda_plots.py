@@ -268,7 +268,9 @@ NOTE = (
     "seeds. MQAR: then, per λ, the effective weight of each level at the query positions, grouped by the level "
     "that held the recalled key (mean (std) over seeds of each run's mean over heads and queries; the key's own "
     "level in bold), beside the test accuracy of the queries whose key sat in that level. "
-    "Per-run tables: runs/<id>/lambda_levels.csv, runs/<id>/lambda_recall.csv.\n"
+    "The figures carry the λ = 1 control, which is exactly the base mixer: a dashed line at λ = 1, the base "
+    "mixer's test accuracy in the title and, for MQAR, the key level's share at λ = 1 (dashed) beside its share "
+    "as trained. Per-run tables: runs/<id>/lambda_levels.csv, runs/<id>/lambda_recall.csv.\n"
 )
 
 
