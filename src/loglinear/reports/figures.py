@@ -103,8 +103,9 @@ def counts_note(plateau: float | None) -> str:
 
 @dataclass
 class Group:
-    """One cell's seeds at one x: their values, whether each run is solved (None: not marked, as for the selection
-    runs), and a text written above the panel at the group's place (its counts, or what its points rest on)."""
+    """One cell's seeds at one x: their values, whether each run is solved (None: not marked, drawn small and light,
+    as the selection runs are), and a text written above the panel at the group's place (its counts, or what its
+    points rest on)."""
 
     x: float
     values: list[float]
@@ -130,19 +131,20 @@ def seed_points(ax, series: dict[str, list[Group]], styles: dict[str, Style], sp
     for label, groups in series.items():
         style, shift = styles[label], slot_shift(slots.index(label), len(slots), spread)
         ax.plot([], [], linestyle="none", marker=style.marker, color=style.color, label=label)
-        filled, hollow = ([], []), ([], [])
+        filled, hollow, plain = ([], []), ([], []), ([], [])
         for group in groups:
             x = group.x * 2**shift
             order = sorted(range(len(group.values)), key=lambda i: group.values[i])
             for rank, i in enumerate(order):
                 offset = 0.0 if len(order) == 1 else (rank / (len(order) - 1) - 0.5) * 0.8 * slot
-                target = hollow if group.solved is not None and not group.solved[i] else filled
+                target = plain if group.solved is None else filled if group.solved[i] else hollow
                 target[0].append(group.x * 2 ** (shift + offset))
                 target[1].append(group.values[i])
             if group.above:
                 ax.annotate(group.above, (x, 1.0), xycoords=("data", "axes fraction"), textcoords="offset points",
                             xytext=(0, 2), rotation=90, ha="center", va="bottom", fontsize=6, color=style.color)
         ax.scatter(*filled, s=14, marker=style.marker, color=style.color, alpha=0.8, linewidths=0, zorder=3)
+        ax.scatter(*plain, s=10, marker=style.marker, color=style.color, alpha=0.45, linewidths=0, zorder=3)
         ax.scatter(*hollow, s=14, marker=style.marker, facecolors="none", edgecolors=style.color, alpha=0.9,
                    linewidths=0.9, zorder=3)
 
