@@ -318,7 +318,8 @@ def test_the_index_lists_every_page_and_the_readme_links_it_at_the_top():
 def test_the_readme_is_short_and_keeps_its_sections():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.split()) <= 2000
-    assert list(sections(readme)) == ["loglinear", "What the committed studies found", "Quick start", "The operator: `loglinear.kernels`", "Commands",
+    assert list(sections(readme)) == ["loglinear", "What the committed studies found", "Quick start",
+                                      "The operator: `loglinear.kernels`", "Commands",
                                       "Layout", "How to cite"]
     for cited in ("https://arxiv.org/abs/2506.04761", "(CITATION.cff)", "(LICENSE)"):
         assert cited in readme

@@ -4,11 +4,14 @@ state sizes: the frontier's points, the plot file, the pairing with the smallest
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 
+import numpy as np
 import pytest
 
 from loglinear.reports.frontier import frontier_series
+from loglinear.reports.plots import mqar_frontier
 from loglinear.reports.report import write_report
 from loglinear.reports.results import load_sweep
 
@@ -59,14 +62,18 @@ def test_frontier_points_are_cells_at_their_state_size(tmp_path):
     series = frontier_series(sweep, sweep.cells())
     assert list(series) == ["all", "4 pairs", "32 pairs"]
     assert set(series["all"]) == {"Transformer", "Mamba-2", "Log-Linear Mamba-2"}  # state_dim: points, not lines
-    mamba = series["all"]["Mamba-2"]
-    assert [x for x, _ in mamba] == [1408, 4480, 8704]
+    row, mamba = series["all"]["Mamba-2"]
+    assert row[0] == "Mamba-2"
+    assert [x for x, *_ in mamba] == [1408, 4480, 8704]
     assert mamba[2][1] == pytest.approx([100 * a for a in BIG_TEST])
-    assert series["all"]["Log-Linear Mamba-2"] == [(8576, pytest.approx([100 * a for a in LL_TEST]))]
+    assert [r.seed[0] for r in mamba[2][2]] == [0, 1, 2]  # the runs behind the values, in their order
+    ((x, values, runs, cell),) = series["all"]["Log-Linear Mamba-2"][1]
+    assert (x, values) == (8576, pytest.approx([100 * a for a in LL_TEST]))
+    assert cell.runs == runs
     # 4 pairs are tested at 64 tokens, where the log-linear state holds 7 levels, not 8
-    assert [x for x, _ in series["4 pairs"]["Log-Linear Mamba-2"]] == [7552]
-    assert [x for x, _ in series["4 pairs"]["Transformer"]] == [4096]
-    assert series["32 pairs"]["Log-Linear Mamba-2"][0][1] == pytest.approx([100 * (a - 0.1) for a in LL_TEST])
+    assert [x for x, *_ in series["4 pairs"]["Log-Linear Mamba-2"][1]] == [7552]
+    assert [x for x, *_ in series["4 pairs"]["Transformer"][1]] == [4096]
+    assert series["32 pairs"]["Log-Linear Mamba-2"][1][0][1] == pytest.approx([100 * (a - 0.1) for a in LL_TEST])
 
 
 def test_report_has_the_frontier_plot_and_the_equal_state_comparison(tmp_path):
@@ -122,3 +129,20 @@ def test_a_two_stage_sweep_compares_equal_states_on_its_confirmation_seeds(tmp_p
     assert "**Primary comparison** (declared before the runs, tested alone at alpha 0.05): Log-Linear Mamba-2 " \
            "(state_dim=16; state 8,576) \u2212 Mamba-2 (state_dim=112; state 8,704) (state_dim=16, d_model=16): " \
            "paired t on test accuracy, t=1.25 (2 df), p=0.339, alpha 0.05: not significant." in report.table
+
+
+def test_the_frontier_dodges_the_series_at_one_state_size_and_marks_the_true_sizes(tmp_path):
+    fig = mqar_frontier(load_sweep(state_sweep(tmp_path)))
+    everything = fig.axes[0]
+    (marks,) = [line for line in everything.get_lines() if line.get_marker() == "|"]
+    assert sorted(marks.get_xdata()) == [1408, 4480, 8192, 8576, 8704]
+    by_colour: dict[tuple, list[float]] = {}
+    for collection in everything.collections:
+        colour = tuple(np.round((collection.get_facecolors() if len(collection.get_facecolors())
+                                 else collection.get_edgecolors())[0][:3], 3)) if len(collection.get_offsets()) else ()
+        by_colour.setdefault(colour, []).extend(x for x in collection.get_offsets()[:, 0] if 6000 < x < 12000)
+    near = [sorted(xs) for xs in by_colour.values() if xs]
+    assert len(near) == 3  # Transformer, Mamba-2 (state_dim 112), Log-Linear Mamba-2 near 8,200-8,700
+    for left, right in itertools.combinations(sorted(near), 2):
+        assert left[-1] < right[0]  # each series in a slot of its own
+    assert sorted(t.get_text() for t in everything.texts) == ["0/3"] * 5  # the counts, in the panel of all sets

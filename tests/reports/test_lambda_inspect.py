@@ -14,10 +14,11 @@ from matplotlib.image import imread
 from loglinear.cli import main
 from loglinear.kernels import num_levels
 from loglinear.models import LAMBDA_PARAMS
-from loglinear.models.lambda_levels import capture_lambda, lambda_heads
+from loglinear.models.lambda_levels import LevelRow, capture_lambda, lambda_heads
 from loglinear.reports.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
-from loglinear.reports.lambda_plots import REPORT, Profile, cell_figure
-from loglinear.reports.lambda_recall import RECALL_CSV
+from loglinear.reports.lambda_plots import REPORT, Profile, cell_figure, control_accuracy, profile_of
+from loglinear.reports.lambda_recall import RECALL_CSV, RecallRow
+from loglinear.reports.results import load_sweep
 from loglinear.runs.config import load_run_config, to_yaml
 from loglinear.runs.folder import write_json_atomic
 from loglinear.runs.lit import LitLanguageModel
@@ -25,6 +26,7 @@ from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.spec import expand, load_spec
 
 from ..sweeps.sweep_helpers import write_spec
+from .report_helpers import finished, make_sweep, run_entry
 
 # Validation on the eval sets: lengths 8 and 16 (16 = the model's max_len, 5 levels).
 TINY = [
@@ -171,15 +173,55 @@ def test_cuda_matches_cpu(tmp_path):
         assert a.uniform_mean == pytest.approx(b.uniform_mean, rel=1e-3, abs=1e-5)
 
 
-def test_the_cell_figure_draws_every_seed_and_the_median_per_parameterisation():
+def test_the_cell_figure_draws_every_seed_and_the_median_per_parameterisation_with_the_control_at_one():
     runs = {"softplus": [Profile([0, 1, 2], [0.7, 0.6 + 0.1 * i, 0.5], [0.5, 0.3, 0.2]) for i in range(3)],
             "static": [Profile([0, 1], [1.0, 2.0 + i], [0.6, 0.4]) for i in range(2)]}
-    fig = cell_figure("cell", runs, {"softplus": "50.0 (1.0)", "static": "40.0 (2.0)"})
+    fig = cell_figure("cell", runs, {"softplus": "50.0 (1.0)", "static": "40.0 (2.0)"}, "Mamba-2 58.1 (16.8)")
     axes = fig.axes
     assert len(axes) == 4 and axes[0].get_title() == "softplus: 50.0 (1.0)"
     for col, name in enumerate(runs):
-        for row_axes in (axes[col], axes[2 + col]):
+        for row_axes, extra in ((axes[col], 1), (axes[2 + col], 0)):
             lines = row_axes.get_lines()
-            assert len(lines) == len(runs[name]) + 1  # one per seed, then the median
-    median = axes[0].get_lines()[-1]
+            assert len(lines) == len(runs[name]) + 1 + extra  # one per seed, the median (and λ = 1 above)
+        (control,) = [line for line in axes[col].get_lines() if line.get_linestyle() == "--"]
+        assert set(control.get_ydata()) == {1.0}
+    median = axes[0].get_lines()[len(runs["softplus"])]
     assert list(median.get_ydata()) == pytest.approx([0.7, 0.7, 0.5])
+    assert "control, λ = 1 on every level (the base mixer): Mamba-2 58.1 (16.8)" in fig._suptitle.get_text()
+
+
+def test_the_cell_figure_compares_the_key_levels_share_at_recall_with_its_share_at_lambda_one():
+    def run(i):
+        return Profile([0, 1], [1.0, 1.2], [0.5, 0.5], [2, 3], [0.2 + 0.01 * i, 0.4], [0.1, 0.3])
+
+    fig = cell_figure("cell", {"softplus": [run(i) for i in range(3)]}, {"softplus": "50.0 (1.0)"})
+    recall = fig.axes[2]
+    assert "key level's share" in recall.get_ylabel()
+    dashed = [line for line in recall.get_lines() if line.get_linestyle() == "--"]
+    solid = [line for line in recall.get_lines() if line.get_linestyle() == "-"]
+    assert len(dashed) == len(solid) == 4  # 3 seeds and the median, at λ = 1 and as trained
+    assert list(dashed[-1].get_ydata()) == pytest.approx([0.1, 0.3])
+    assert list(solid[-1].get_ydata()) == pytest.approx([0.21, 0.4])
+
+
+def test_the_profile_takes_the_key_levels_share_and_its_control_from_the_recall_rows():
+    rows = [LevelRow(0, 0, level, 10, 1.0, 0.0, {}, 0.5, 10) for level in (0, 1, 2)]
+    recall = [RecallRow(layer, 0, 2, level, 8, share, control)
+              for layer, (own, own_control) in enumerate([(0.4, 0.3), (0.6, 0.5)])
+              for level, share, control in ((2, own, own_control), (1, 0.9, 0.9))]
+    profile = profile_of(rows, recall)
+    assert profile.key_levels == [2]
+    assert profile.key_share == pytest.approx([0.5]) and profile.key_share_at_one == pytest.approx([0.4])
+
+
+def test_the_control_is_the_base_mixers_cell_at_its_own_learning_rate(tmp_path):
+    entries = [run_entry("log_linear_mamba2", 16, 1e-3, seed, finished(0.5), **{"model.lambda_param": "softplus"})
+               for seed in range(2)]
+    entries += [run_entry("mamba2", 16, lr, seed, finished(acc), **{"model.lambda_param": "softplus"})
+                for lr, acc in ((1e-3, 0.3), (1e-2, 0.7)) for seed in range(2)]
+    entries += [run_entry("gated_deltanet", 16, 1e-3, seed, finished(0.9)) for seed in range(2)]
+    sweep = load_sweep(make_sweep(tmp_path, entries))
+    log_linear = next(r for r in sweep.records if r.mixer == "log_linear_mamba2")
+    assert control_accuracy(sweep, log_linear) == "Mamba-2 70.0 (0.0)"
+    alone = load_sweep(make_sweep(tmp_path / "alone", entries[:2]))
+    assert control_accuracy(alone, alone.records[0]) is None

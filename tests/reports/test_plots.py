@@ -1,22 +1,26 @@
-"""Outcome plots draw every seed: each run's value as a point (none hidden behind another), the median as a line."""
+"""Outcome plots draw every seed as a point (none hidden behind another), filled when its run is solved by the
+tables' own count, with the cell's counts above it and no median line; the selection runs stay apart from the
+reported runs; an arm keeps one colour in every figure of a report folder; coinciding survival curves stay visible."""
 
 from __future__ import annotations
 
 import itertools
-import statistics
 
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 
-from loglinear.reports.plots import acc_vs_d_model, acc_vs_lr, arm_colors, kaplan_meier_plot
+from loglinear.reports.figures import Palette
+from loglinear.reports.plots import KM_NUDGE, acc_vs_d_model, acc_vs_lr, kaplan_meier_plot, mqar_acc_vs_kv_pairs
+from loglinear.reports.recall_levels import recall_plot
 from loglinear.reports.results import load_sweep
+from loglinear.reports.tables import format_rate
 
 from .report_helpers import finished, make_sweep, run_entry
 
 BIMODAL = {"mamba2": [0.25, 0.25, 0.995, 0.25, 0.995], "log_linear_mamba2": [0.995, 0.995, 0.995, 0.25, 0.6]}
-"""Plateau or solved: a mean of Mamba-2's would draw 54%, a value no run had; its median is a run's 25%."""
+"""Plateau or solved: a median line through Mamba-2's would run at 25% beside two solved runs."""
 
 
 @pytest.fixture
@@ -26,58 +30,117 @@ def sweep(tmp_path):
     return load_sweep(make_sweep(tmp_path, entries))
 
 
-def drawn(ax):
-    """{series label: (the points' (x, y), the line's (x, y))} of an axis."""
-    lines = {line.get_label(): np.column_stack(line.get_data()) for line in ax.get_lines()}
-    points = [c.get_offsets() for c in ax.collections]
-    return lines, points
+def seeds(ax) -> list[tuple[float, float, bool, str]]:
+    """(x, y, filled, colour) of every point drawn on `ax`."""
+    found = []
+    for collection in ax.collections:
+        faces = collection.get_facecolors()
+        filled = len(faces) > 0 and faces[0][3] > 0
+        colour = to_hex((faces if filled else collection.get_edgecolors())[0], keep_alpha=False) \
+            if len(collection.get_offsets()) else ""
+        found += [(x, y, filled, colour) for x, y in collection.get_offsets()]
+    return found
 
 
-def test_each_seed_is_a_point_and_the_line_is_the_median(sweep):
+def legend_styles(fig) -> dict[str, tuple[str, str]]:
+    """{series label: (colour, marker)} of the series' legend entries (empty lines) in every panel."""
+    return {line.get_label(): (to_hex(line.get_color()), line.get_marker()) for ax in fig.axes
+            for line in ax.get_lines() if not line.get_label().startswith("_") and not len(line.get_xdata())}
+
+
+def test_each_seed_is_a_point_filled_when_solved_with_the_tables_counts_and_no_line(sweep):
     (ax,) = acc_vs_d_model(sweep).axes
-    lines, points = drawn(ax)
-    assert sorted(lines) == ["Log-Linear Mamba-2", "Mamba-2"]
-    for (label, line), offsets in zip(lines.items(), points, strict=True):
-        values = BIMODAL["mamba2" if label == "Mamba-2" else "log_linear_mamba2"]
-        assert line[:, 1].tolist() == pytest.approx([100 * statistics.median(values)] * 2)
-        assert sorted(offsets[:, 1].tolist()) == pytest.approx(sorted(100 * v for v in values * 2))
+    assert all(len(line.get_xdata()) == 0 for line in ax.get_lines() if line.get_marker() != "|")  # no median line
+    points = seeds(ax)
+    colours = {label: colour for label, (colour, _) in legend_styles(ax.figure).items()}
+    for mixer, label in (("mamba2", "Mamba-2"), ("log_linear_mamba2", "Log-Linear Mamba-2")):
+        mine = [p for p in points if p[3] == colours[label]]
+        assert sorted(y for _, y, _, _ in mine) == pytest.approx(sorted(100 * v for v in BIMODAL[mixer] * 2))
+        assert all(filled == (y > 99) for _, y, filled, _ in mine)
         for d_model in (16, 32):  # every seed near its d_model, within the spread, never on top of another
-            near = offsets[np.abs(np.log2(offsets[:, 0] / d_model)) < 0.5]
-            assert len(near) == len(values)
-            assert len({tuple(p) for p in near.tolist()}) == len(values)
-    every = np.concatenate(points)
-    assert len({tuple(p) for p in every.tolist()}) == len(every)  # no seed of one arm hides one of the other
+            near = [(x, y) for x, y, _, _ in mine if abs(np.log2(x / d_model)) < 0.5]
+            assert len(near) == len(set(near)) == len(BIMODAL[mixer])
+    assert len({(x, y) for x, y, _, _ in points}) == len(points)  # no seed of one arm hides one of the other
+    counts = sorted(text.get_text() for text in ax.texts)
+    assert counts == sorted(format_rate(cell, 0.99).split()[0] for cell in sweep.cells().values())
+    assert counts == ["2/5", "2/5", "3/5", "3/5"]
 
 
-def test_the_learning_rate_plot_draws_each_seed_of_each_rate(sweep):
-    accuracy = acc_vs_lr(sweep).axes[0]
-    _, points = drawn(accuracy)
-    assert sum(len(p) for p in points) == len(BIMODAL["mamba2"]) + len(BIMODAL["log_linear_mamba2"])
+def test_the_counts_add_the_escaped_runs_when_the_report_has_a_plateau(tmp_path):
+    entries = [run_entry("mamba2", 16, 1e-3, seed, finished(acc)) for seed, acc in enumerate(BIMODAL["mamba2"])]
+    plateau = load_sweep(make_sweep(tmp_path, entries, report={"plateau": 0.5}))
+    (ax,) = acc_vs_d_model(plateau).axes
+    assert [text.get_text() for text in ax.texts] == ["2/5 | 2/5"]
+
+
+@pytest.fixture
+def two_stage(tmp_path):
+    """Gated DeltaNet's selection runs (seeds 0, 1) solve nothing on validation, its 5 confirmation runs at the
+    picked rate solve all: the reported counts are the confirmation runs', as in the tables."""
+    selection = {1e-3: 0.3, 1e-2: 0.6}
+    entries = [run_entry("gated_deltanet", 16, lr, seed, finished(val, test_acc=0.05), stage="selection",
+                         **{"data.seed": seed})
+               for lr, val in selection.items() for seed in (0, 1)]
+    entries += [run_entry("gated_deltanet", 16, 1e-2, seed, finished(0.995), stage="confirmation",
+                          **{"data.seed": seed}) for seed in range(10, 15)]
+    protocol = {"selection_seeds": [0, 1], "confirmation_seeds": list(range(10, 15))}
+    return load_sweep(make_sweep(tmp_path, entries, protocol=protocol))
+
+
+def test_the_learning_rate_plot_keeps_the_selection_runs_apart_from_the_reported_ones(two_stage):
+    top, bottom = acc_vs_lr(two_stage).axes
+    assert "selection" in top.get_ylabel() and "validation" in top.get_ylabel()
+    assert "selection runs: validation accuracy" in top.get_title()
+    assert sorted(y for _, y, _, _ in seeds(top)) == pytest.approx([30, 30, 60, 60])  # validation, never test
+    (pick,) = [line for line in top.get_lines() if line.get_marker() == "v"]
+    assert abs(np.log2(pick.get_xdata()[0] / 1e-2)) < 0.5
+    assert "test" in bottom.get_ylabel() and "reported" in bottom.get_ylabel()
+    reported = seeds(bottom)
+    assert [y for _, y, _, _ in reported] == pytest.approx([99.5] * 5) and all(f for _, _, f, _ in reported)
+    (cell,) = two_stage.cells().values()
+    assert [text.get_text() for text in bottom.texts] == [format_rate(cell, 0.99).split()[0]] == ["5/5"]
+
+
+def test_the_learning_rate_plot_draws_each_selection_seed_of_each_rate(sweep):
+    top = acc_vs_lr(sweep).axes[0]
+    assert len(seeds(top)) == len(BIMODAL["mamba2"]) + len(BIMODAL["log_linear_mamba2"])
 
 
 @pytest.fixture
 def uneven(tmp_path):
     """Two panels (d_model 16 and 32) holding different arms: Mamba-2 only in the first, Gated DeltaNet only in the
-    second, attention in both, each run with a curve for the Kaplan-Meier plot."""
+    second, attention in both, each run with a curve; only the Gated DeltaNet runs recorded their recall."""
     arms = {16: ("mamba2", "attention"), 32: ("attention", "gated_deltanet")}
-    entries = [run_entry(mixer, d_model, 1e-3, seed, finished(0.995), curve=[(50, 0.5), (100, 0.995)])
+    recall = {"by_level": {"2": [9, 10]}, "by_distance": {"2-3": [9, 10]}, "state_at_recall": {}}
+    entries = [run_entry(mixer, d_model, 1e-3, seed,
+                         finished(0.995, test={"test/acc/num_kv_pairs=4": 0.9},
+                                  **({"recall": recall} if mixer == "gated_deltanet" else {})),
+                         curve=[(50, 0.5), (100, 0.995)])
                for d_model, mixers in arms.items() for mixer in mixers for seed in range(2)]
     return load_sweep(make_sweep(tmp_path, entries))
 
 
-@pytest.mark.parametrize("plot", [acc_vs_lr, kaplan_meier_plot])
-def test_an_arm_keeps_its_colour_in_every_panel_and_the_legend_names_every_arm(uneven, plot):
-    fig = plot(uneven)
-    colours: dict[str, set] = {}
-    for ax in fig.axes:
+def test_an_arm_keeps_its_colour_in_every_figure_of_the_folder(uneven):
+    colours: dict[str, set[str]] = {}
+    for plot in (acc_vs_d_model, acc_vs_lr, mqar_acc_vs_kv_pairs, recall_plot):
+        for label, (colour, _) in legend_styles(plot(uneven)).items():
+            colours.setdefault(label.split(",")[0], set()).add(colour)
+    for ax in kaplan_meier_plot(uneven).axes:
         for line in ax.get_lines():
             if not line.get_label().startswith("_"):
-                colours.setdefault(line.get_label(), set()).add(to_hex(line.get_color()))
+                colours.setdefault(line.get_label().split(" (")[0], set()).add(to_hex(line.get_color()))
     assert set(colours) == {"Mamba-2", "Transformer", "Gated DeltaNet"}
-    assert all(len(c) == 1 for c in colours.values())
+    assert all(len(c) == 1 for c in colours.values()), colours  # recall_plot holds Gated DeltaNet alone
     assert len({next(iter(c)) for c in colours.values()}) == 3
-    (legend,) = fig.legends
-    assert sorted(t.get_text() for t in legend.get_texts()) == ["Gated DeltaNet", "Mamba-2", "Transformer"]
+    palette = Palette.of(uneven)
+    assert {arm: next(iter(c)) for arm, c in colours.items()} == palette.colors
+
+
+def test_the_legend_names_every_arm(uneven):
+    (legend,) = acc_vs_lr(uneven).legends
+    texts = [t.get_text() for t in legend.get_texts()]
+    assert {"Gated DeltaNet", "Mamba-2", "Transformer"} <= set(texts)
+    assert any("solved" in t for t in texts)
 
 
 @pytest.fixture
@@ -96,7 +159,7 @@ def long_cells(tmp_path):
 def test_panel_titles_wrap_instead_of_running_into_each_other(long_cells, plot):
     fig = plot(long_cells)
     renderer = FigureCanvasAgg(fig).get_renderer()
-    titled = [ax for ax in fig.axes if ax.get_title()]
+    titled = [ax for ax in fig.axes if "d_model" in ax.get_title()]
     assert len(titled) == 3
     boxes = sorted((ax.title.get_window_extent(renderer) for ax in titled), key=lambda box: box.x0)
     for left, right in itertools.pairwise(boxes):
@@ -104,20 +167,51 @@ def test_panel_titles_wrap_instead_of_running_into_each_other(long_cells, plot):
     assert all("conv_bias_init=" in ax.get_title() and "d_model 16" in ax.get_title() for ax in titled)
 
 
-def test_the_solve_rates_of_arms_at_one_learning_rate_sit_side_by_side_at_ticks_naming_the_rates(sweep):
+def test_rows_of_one_arm_share_its_colour_and_differ_by_marker(long_cells):
+    styles = legend_styles(acc_vs_d_model(long_cells))
+    for arm in ("Mamba-2 /", "Log-Linear Mamba-2 /"):
+        mine = [style for label, style in styles.items() if label.startswith(arm)]
+        assert len(mine) == 3 and len({colour for colour, _ in mine}) == 1 and len({m for _, m in mine}) == 3
+    assert len({colour for colour, _ in styles.values()}) == 2
+
+
+def test_the_selection_rates_of_arms_at_one_learning_rate_sit_side_by_side_at_ticks_naming_the_rates(sweep):
     fig = acc_vs_lr(sweep)
-    rates = [ax for ax in fig.axes if ax.get_ylabel().startswith("solve rate")]
-    assert len(rates) == 2  # d_model 16 and 32
-    for rate in rates:
-        xs = [x for line in rate.get_lines() for x in line.get_xdata()]
-        assert len(xs) == len(set(xs)) == len(BIMODAL)  # one rate per arm, neither on top of the other
-        assert all(abs(np.log2(x / 1e-3)) < 0.5 for x in xs)
+    tops = [ax for ax in fig.axes if "selection" in ax.get_ylabel()]
+    assert len(tops) == 2  # d_model 16 and 32
+    for top in tops:
+        by_colour: dict[str, list[float]] = {}
+        for x, _, _, colour in seeds(top):
+            by_colour.setdefault(colour, []).append(x)
+        assert len(by_colour) == len(BIMODAL)
+        first, second = by_colour.values()
+        assert max(first) < min(second) or max(second) < min(first)  # beside each other, never mixed
+        assert all(abs(np.log2(x / 1e-3)) < 0.5 for x in first + second)
     for ax in fig.axes:
         assert [t.get_text() for t in ax.get_xticklabels()] == ["0.001"]
         assert not any(t.get_text() for t in ax.get_xticklabels(minor=True))
 
 
-@pytest.mark.parametrize("arms", [3, 10, 12, 20])
-def test_no_two_arms_share_a_colour_up_to_twenty(arms):
-    colours = arm_colors(f"arm {i}" for i in [*range(arms), 0])
-    assert len(colours) == arms and len(set(colours.values())) == arms
+def test_coinciding_kaplan_meier_curves_stay_apart_with_their_counts(tmp_path):
+    """Three arms whose runs all stay below the threshold: identical curves at 1, drawn a little apart."""
+    entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.3), curve=[(50, 0.25), (100, 0.3)])
+               for mixer in ("mamba2", "log_linear_mamba2", "gated_deltanet") for seed in range(2)]
+    (ax,) = kaplan_meier_plot(load_sweep(make_sweep(tmp_path, entries))).axes
+    curves = {line.get_label(): line.get_ydata() for line in ax.get_lines() if not line.get_label().startswith("_")}
+    assert sorted(curves) == ["Gated DeltaNet (0/2 reached)", "Log-Linear Mamba-2 (0/2 reached)",
+                              "Mamba-2 (0/2 reached)"]
+    levels = sorted(float(y[0]) for y in curves.values())
+    assert len(set(levels)) == 3 and levels[-1] - levels[0] == pytest.approx(KM_NUDGE)
+    assert all(abs(level - 1.0) <= KM_NUDGE / 2 + 1e-9 for level in levels)
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(curves)
+
+
+def test_no_two_arms_share_a_colour_up_to_twenty(tmp_path):
+    """The λ study's 12 arms: two log-linear mixers with five λ each and their two base mixers."""
+    lambdas = ("softplus", "bounded", "sigmoid", "softmax", "static")
+    entries = [run_entry(mixer, 16, 1e-3, 0, finished(0.5), lambda_param=lam, **{"model.lambda_param": lam})
+               for mixer in ("log_linear_mamba2", "log_linear_gated_deltanet") for lam in lambdas]
+    entries += [run_entry(mixer, 16, 1e-3, 0, finished(0.5), **{"model.lambda_param": "softplus"})
+                for mixer in ("mamba2", "gated_deltanet")]
+    colours = Palette.of(load_sweep(make_sweep(tmp_path, entries))).colors
+    assert len(colours) == 12 and len(set(colours.values())) == 12

@@ -37,14 +37,19 @@ def test_the_tables_average_each_bucket_over_the_seeds(tmp_path):
     assert by_level[0][2:] == ["2", "6"]
 
 
-def test_the_plot_draws_every_seed_with_each_arm_in_one_colour_in_both_panels(tmp_path):
+def test_the_plot_draws_every_seed_with_each_arm_in_one_colour_in_both_panels_and_the_query_counts(tmp_path):
     fig = recall_plot(load_sweep(sweep_with_recall(tmp_path)))
     by_distance, by_level = fig.axes[:2]
-    points = [sorted(c.get_offsets()[:, 1].round(1).tolist()) for c in by_distance.collections]
-    assert points == [[50.0, 60.0, 90.0, 100.0], [80.0, 90.0, 100.0, 100.0]]  # 2 buckets x 2 seeds per arm
-    assert [sorted(c.get_offsets()[:, 1].round(1).tolist()) for c in by_level.collections] == [points[1]]
+
+    def points(ax):
+        return sorted(y for c in ax.collections for y in c.get_offsets()[:, 1].round(1).tolist())
+
+    assert points(by_distance) == [50.0, 60.0, 80.0, 90.0, 90.0, 100.0, 100.0, 100.0]  # 2 buckets x 2 seeds x 2 arms
+    assert points(by_level) == [80.0, 90.0, 100.0, 100.0]
     colour = {line.get_label(): line.get_color() for line in by_distance.get_lines()}
     assert [line.get_color() for line in by_level.get_lines()] == [colour["Log-Linear Gated DeltaNet"]]
+    assert sorted(t.get_text() for t in by_distance.texts) == ["n=10"] * 4  # queries behind each bucket's points
+    assert sorted(t.get_text() for t in by_level.texts) == ["n=10"] * 2
 
 
 def test_the_report_writes_the_recall_files_and_the_state_columns(tmp_path):
@@ -61,3 +66,10 @@ def test_runs_without_recall_records_give_no_recall_files(tmp_path):
     write_report(folder)
     assert not (tmp_path / TABLE).exists() and not (tmp_path / PLOT).exists()
     assert next(csv.DictReader((tmp_path / CSV).open()))["state_at_recall_total"] == ""
+
+
+def test_the_query_count_above_a_bucket_gives_its_range_when_the_seeds_differ(tmp_path):
+    entries = [run_entry("log_linear_gated_deltanet", 16, 1e-2, seed, finished(0.9, recall=recall(1200, near, far)))
+               for seed, (near, far) in enumerate([((9, 10), (5, 31)), ((10, 10), (6, 45))])]
+    by_distance, by_level = recall_plot(load_sweep(make_sweep(tmp_path, entries))).axes[:2]
+    assert sorted(t.get_text() for t in by_level.texts) == ["n=10", "n=31-45"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loglinear.cli import sweep_main
@@ -135,7 +136,7 @@ def test_plots_are_written_when_their_data_exists(tmp_path):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 
 
-def test_accuracy_and_solve_rate_against_the_learning_rate(tmp_path):
+def test_selection_accuracy_against_the_learning_rate_and_the_reported_runs_at_the_pick(tmp_path):
     entries = [run_entry("mamba2", 16, lr, s, finished(acc)) for lr, acc in ((1e-3, 0.3), (1e-2, 0.995))
                for s in range(2)]
     entries += [run_entry("gated_deltanet", 16, lr, s, finished(acc)) for lr, acc in ((1e-3, 0.6), (1e-2, 0.2))
@@ -143,12 +144,13 @@ def test_accuracy_and_solve_rate_against_the_learning_rate(tmp_path):
     from loglinear.reports.plots import acc_vs_lr
     from loglinear.reports.results import load_sweep
 
-    accuracy, rate = acc_vs_lr(load_sweep(make_sweep(tmp_path, entries))).axes
-    lines = {line.get_label(): line for line in rate.get_lines()}
-    assert list(lines["Mamba-2"].get_xdata()) == pytest.approx([1e-3, 1e-2], rel=0.2)  # beside the other arm
-    assert list(lines["Mamba-2"].get_ydata()) == [0.0, 1.0]
-    assert list(lines["Gated DeltaNet"].get_ydata()) == [0.0, 0.0]
-    assert accuracy.get_xscale() == "log"
+    selection, reported = acc_vs_lr(load_sweep(make_sweep(tmp_path, entries))).axes
+    assert sorted(round(y) for y in np.concatenate([c.get_offsets()[:, 1] for c in selection.collections])) == [
+        20, 20, 30, 30, 60, 60, 100, 100]
+    picks = sorted(line.get_xdata()[0] for line in selection.get_lines() if line.get_marker() == "v")
+    assert picks == pytest.approx([1e-3, 1e-2], rel=0.5)  # Gated DeltaNet picked 1e-3, Mamba-2 1e-2
+    assert sorted(t.get_text() for t in reported.texts) == ["0/2", "2/2"]  # the tables' solve counts
+    assert selection.get_xscale() == "log"
 
 
 def test_lambda_rows_when_the_parameterisation_varies(tmp_path):

@@ -25,7 +25,6 @@ from loglinear.reports.results import (
     Sweep,
     base_mixer,
     is_log_linear,
-    slice_values,
 )
 from loglinear.runs.folder import FINISHED
 from loglinear.synthetics.config import as_data_config, evaluation_sets
@@ -66,27 +65,36 @@ def line_label(sweep: Sweep, row: tuple[str, ...]) -> str:
     return " / ".join(label for key, label in zip(sweep.row_keys, row, strict=True) if key not in SIZE_KEYS)
 
 
-Series = dict[str, list[tuple[float, list[float]]]]
+Point = tuple[float, list[float], list[Record], Cell]
+"""(state size, test accuracies in %, the runs they are of, in the same order, the cell)."""
+Series = dict[str, tuple[tuple[str, ...], list[Point]]]
+"""{line label: (the first table row on the line, its points in ascending state size)}."""
 
 
 def frontier_series(sweep: Sweep, cells: Cells) -> dict[str, Series]:
-    """{panel: {line: [(state size, test accuracies in %)]}}: the panel `all` (the test accuracy at the state of
-    the longest test length), then `N pairs` for each number of key-value pairs tested."""
-    panels: dict[str, Series] = {}
+    """{panel: {line: (row, points)}}: the panel `all` (the test accuracy at the state of the longest test length),
+    then `N pairs` for each number of key-value pairs tested."""
+    panels: dict[str, dict[str, tuple[tuple[str, ...], list[Point]]]] = {}
+
+    def add(panel: str, row: tuple[str, ...], point: Point) -> None:
+        panels.setdefault(panel, {}).setdefault(line_label(sweep, row), (row, []))[1].append(point)
+
     for (row, _d_model), cell in cells.items():
         runs = finished_runs(cell)
         state = longest_test_state(cell)
         if not runs or state is None:
             continue
-        label = line_label(sweep, row)
-        panels.setdefault("all", {}).setdefault(label, []).append((state, [100 * v for v in cell.values]))
+        tested = [r for r in cell.runs if r.test_score is not None]
+        add("all", row, (state, [100 * r.test_score for r in tested], tested, cell))  # type: ignore[misc]
         lengths = pair_lengths(runs[0])
-        for n, values in slice_values(runs, PAIRS_PREFIX).items():
+        for n in sorted({int(m[len(PAIRS_PREFIX):]) for r in runs for m in r.test if m.startswith(PAIRS_PREFIX)}):
             at = runs[0].state_at(lengths[n]) if n in lengths else None
+            with_slice = [r for r in runs if f"{PAIRS_PREFIX}{n}" in r.test]
             if at is not None:
-                panels.setdefault(f"{n} pairs", {}).setdefault(label, []).append((at, [100 * v for v in values]))
+                add(f"{n} pairs", row, (at, [100 * r.test[f"{PAIRS_PREFIX}{n}"] for r in with_slice], with_slice, cell))
     order = ["all"] + sorted((p for p in panels if p != "all"), key=lambda p: int(p.split()[0]))
-    return {p: {label: sorted(points) for label, points in panels[p].items()} for p in order if p in panels}
+    return {p: {label: (row, sorted(points, key=lambda point: point[0])) for label, (row, points) in panels[p].items()}
+            for p in order if p in panels}
 
 
 def equal_state_comparisons(sweep: Sweep, cells: Cells) -> list[Pairing]:

@@ -2,7 +2,12 @@
 parameterisations side by side with their accuracy, each seed drawn, and for MQAR the effective weight per level at
 the recall positions (reports/lambda_recall.py) (`loglinear sweep report OUT --lambda`).
 
-matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/plots.py.
+Each cell's figure carries the λ = 1 control the study's conclusions rest on: λ = 1 on every level is exactly the
+base mixer (the `constant` parameterisation), so the λ row has a reference line at 1, the title the base mixer's
+accuracy (the same other row keys and d_model, at its own selected learning rate), and for MQAR a row compares
+the share of the output the key's level carries with the same share at λ = 1 (the readout norms alone).
+
+matplotlib's object API with the Agg canvas (no pyplot, no global state), as reports/figures.py.
 """
 
 from __future__ import annotations
@@ -11,15 +16,17 @@ import math
 import re
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 
 from loglinear.models.lambda_levels import LevelRow
 from loglinear.reports import lambda_recall
+from loglinear.reports.figures import save_figure
 from loglinear.reports.lambda_inspect import (
     CHECKPOINT,
     LEVELS_CSV,
@@ -31,13 +38,14 @@ from loglinear.reports.lambda_inspect import (
     read_csv,
 )
 from loglinear.reports.lambda_recall import RECALL_CSV, RecallRow, recall_section
-from loglinear.reports.plots import save_figure
 from loglinear.reports.recall_levels import accuracy_by
 from loglinear.reports.results import (
     LAMBDA_KEY,
     MIXER_KEY,
     Record,
     Sweep,
+    base_mixer,
+    display_name,
     is_log_linear,
     load_sweep,
     mean_std_text,
@@ -88,51 +96,85 @@ def run_figure(rows: list[LevelRow], title: str) -> Figure:
 
 @dataclass
 class Profile:
-    """One run's level profile: mean over layers and heads of each level's mean lambda and effective weight."""
+    """One run's level profile: mean over layers and heads of each level's mean lambda and effective weight; for
+    MQAR, per key level, the share the key's level carries at the recall positions and the same share at λ = 1
+    (mean over layers and heads; empty without a recall table)."""
 
     levels: list[int]
     lam: list[float]
     effective: list[float]
+    key_levels: list[int] = field(default_factory=list)
+    key_share: list[float] = field(default_factory=list)
+    key_share_at_one: list[float] = field(default_factory=list)
 
 
-def profile_of(rows: list[LevelRow]) -> Profile:
+def profile_of(rows: list[LevelRow], recall: list[RecallRow] = ()) -> Profile:
     levels = sorted({r.level for r in rows})
     lam = [float(np.mean([r.mean for r in rows if r.level == lv])) for lv in levels]
     effective = [_nanmean([r.effective_mean for r in rows if r.level == lv]) for lv in levels]
-    return Profile(levels, lam, effective)
+    own = [r for r in recall if r.level == r.key_level]
+    key_levels = sorted({r.key_level for r in own})
+    return Profile(levels, lam, effective, key_levels,
+                   [_nanmean([r.effective_mean for r in own if r.key_level == k]) for k in key_levels],
+                   [_nanmean([r.uniform_mean for r in own if r.key_level == k]) for k in key_levels])
 
 
-def cell_figure(title: str, profiles: dict[str, list[Profile]], accuracy: dict[str, str]) -> Figure:
-    """One cell: a column per lambda parameterisation (its accuracy in the title), lambda above and the effective
-    weight below; each run (seed) its own thin line, the median over them bold, so no seed is hidden."""
-    fig = Figure(figsize=(2.8 * len(profiles) + 0.6, 5.4))
-    axes = fig.subplots(2, len(profiles), squeeze=False, sharey="row")
+CONTROL_LABEL = "λ = 1 on every level (the base mixer)"
+CONTROL_KEY = f"dashed: the control, {CONTROL_LABEL}; bottom row: the key level's share at λ = 1"
+CONTROL_STYLE = {"color": "gray", "linestyle": "--"}
+
+
+def cell_figure(title: str, profiles: dict[str, list[Profile]], accuracy: dict[str, str],
+                control: str | None = None) -> Figure:
+    """One cell: a column per lambda parameterisation (its accuracy in the title), lambda above (the λ = 1 control
+    dashed) and the effective weight below, and for MQAR runs a third row: the share of the output carried by the
+    key's level at the recall positions, by key level, beside the same share at λ = 1 (dashed); each run (seed)
+    its own thin line, the median over them bold, so no seed is hidden. `control`: the base mixer's accuracy."""
+    with_recall = any(p.key_levels for runs in profiles.values() for p in runs)
+    rows = 3 if with_recall else 2
+    fig = Figure(figsize=(2.8 * len(profiles) + 0.6, 2.7 * rows + 0.6))
+    axes = fig.subplots(rows, len(profiles), squeeze=False, sharey="row")
     for col, (name, runs) in enumerate(profiles.items()):
-        for row, values_of in enumerate((lambda p: p.lam, lambda p: p.effective)):
-            _seed_lines(axes[row, col], runs, values_of)
+        _seed_lines(axes[0, col], runs, lambda p: p.levels, lambda p: p.lam)
+        axes[0, col].axhline(1.0, linewidth=1.2, **CONTROL_STYLE)
+        _seed_lines(axes[1, col], runs, lambda p: p.levels, lambda p: p.effective)
         axes[0, col].set_title(f"{name}: {accuracy[name]}", fontsize="small")
         axes[1, col].set_xlabel("level (0 = the token itself)")
+        if with_recall:
+            _seed_lines(axes[2, col], runs, lambda p: p.key_levels, lambda p: p.key_share_at_one, **CONTROL_STYLE)
+            _seed_lines(axes[2, col], runs, lambda p: p.key_levels, lambda p: p.key_share)
+            axes[2, col].set_xlabel("level holding the recalled key")
     axes[0, 0].set_ylabel("lambda (mean over layers, heads)")
     axes[1, 0].set_ylabel("effective weight (mean)")
     axes[1, 0].set_ylim(bottom=0)
+    if with_recall:
+        axes[2, 0].set_ylabel("key level's share at recall")
+        axes[2, 0].set_ylim(bottom=0)
     for ax in axes.ravel():
         ax.grid(True, alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
-    fig.suptitle(f"{title} (thin: one seed each; bold: median; λ: test accuracy % (std))", fontsize="medium")
+    key = CONTROL_KEY if with_recall else f"dashed: {CONTROL_LABEL}"
+    fig.legend([Line2D([], [], linewidth=1.2, **CONTROL_STYLE)], [key], loc="upper center", bbox_to_anchor=(0.5, 0.0),
+               fontsize="small")
+    base = "" if control is None else f"\ncontrol, {CONTROL_LABEL}: {control}"
+    fig.suptitle(f"{title} (thin: one seed each; bold: median; λ: test accuracy % (std)){base}", fontsize="medium")
     fig.tight_layout()
     return fig
 
 
-def _seed_lines(ax, runs: list[Profile], values_of: Callable[[Profile], list[float]]) -> None:
-    levels = sorted({lv for p in runs for lv in p.levels})
+def _seed_lines(ax, runs: list[Profile], levels_of: Callable[[Profile], list[int]],
+                values_of: Callable[[Profile], list[float]], **style) -> None:
+    """Each run's values by level as a thin line (the cycle's colours, or `style`), their median bold (black, or
+    `style`'s colour)."""
+    levels = sorted({lv for p in runs for lv in levels_of(p)})
     table = np.full((len(runs), len(levels)), np.nan)
     for i, p in enumerate(runs):
-        for lv, v in zip(p.levels, values_of(p), strict=True):
+        for lv, v in zip(levels_of(p), values_of(p), strict=True):
             table[i, levels.index(lv)] = v
-        ax.plot(levels, table[i], marker="o", markersize=2, linewidth=0.8, alpha=0.6)
+        ax.plot(levels, table[i], marker="o", markersize=2, linewidth=0.8, alpha=0.6, **style)
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a level no run measured: its median is NaN, not drawn
-        ax.plot(levels, np.nanmedian(table, axis=0), color="black", linewidth=2)
+        ax.plot(levels, np.nanmedian(table, axis=0), linewidth=2, **{"color": "black", **style})
 
 
 def inspect_and_plot(run_dir: str | Path, device: str = "auto", max_batches: int | None = None,
@@ -172,7 +214,7 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
         except InspectError as e:
             skipped[f"runs/{record.run_id}"] = str(e)
             continue
-        profiles[record.run_id] = profile_of(rows)
+        profiles[record.run_id] = profile_of(rows, recall)
         recalls[record.run_id] = recall
     written, sections = [], [f"# {sweep.name}: lambda by Fenwick level\n", NOTE]
     for (title, slug), by_lambda in cells.items():
@@ -183,7 +225,8 @@ def write_lambda_report(out: str | Path, device: str = "auto") -> tuple[list[Pat
             skipped[title] = "no run of the cell could be inspected"
             continue
         accuracy = {name: mean_std_text(by_lambda[name].values) for name in shown}
-        path = save_figure(cell_figure(title, shown, accuracy), out / f"lambda_{slug}.png", DPI)
+        control = control_accuracy(sweep, next(r for cell in by_lambda.values() for r in cell.runs))
+        path = save_figure(cell_figure(title, shown, accuracy, control), out / f"lambda_{slug}.png", DPI)
         written.append(path)
         sections.append(_section(title, path.name, by_lambda, shown, accuracy))
         sections += [_recall_part(name, cell.runs, recalls) for name, cell in by_lambda.items()
@@ -225,8 +268,21 @@ NOTE = (
     "seeds. MQAR: then, per λ, the effective weight of each level at the query positions, grouped by the level "
     "that held the recalled key (mean (std) over seeds of each run's mean over heads and queries; the key's own "
     "level in bold), beside the test accuracy of the queries whose key sat in that level. "
-    "Per-run tables: runs/<id>/lambda_levels.csv, runs/<id>/lambda_recall.csv.\n"
+    "The figures carry the λ = 1 control, which is exactly the base mixer: a dashed line at λ = 1, the base "
+    "mixer's test accuracy in the title and, for MQAR, the key level's share at λ = 1 (dashed) beside its share "
+    "as trained. Per-run tables: runs/<id>/lambda_levels.csv, runs/<id>/lambda_recall.csv.\n"
 )
+
+
+def control_accuracy(sweep: Sweep, record: Record) -> str | None:
+    """The test accuracy, mean (std), of the λ = 1 control of `record`'s cell: the base mixer's runs with the same
+    other row keys and d_model, at their own selected learning rate (None when the sweep has none)."""
+    keys = [i for i, k in enumerate(sweep.row_keys) if k not in (MIXER_KEY, LAMBDA_KEY)]
+    base = [r for r in sweep.records if r.mixer == base_mixer(record.mixer) and r.d_model == record.d_model
+            and all(r.row[i] == record.row[i] for i in keys)]
+    cells = sweep.select(base, lambda r: r.row)
+    values = [v for cell in cells.values() for v in cell.values]
+    return f"{display_name(base[0].mixer)} {mean_std_text(values)}" if values and len(cells) == 1 else None
 
 
 def _cells(sweep: Sweep, records: list[Record]) -> dict[tuple[str, str], list[Record]]:

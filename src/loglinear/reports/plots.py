@@ -1,48 +1,66 @@
-"""The sweep's PNG plots (matplotlib's object API with the Agg canvas: no pyplot, no global state).
+"""The sweep's PNG plots, drawn with reports/figures.py (one colour per arm for the whole report folder, each
+seed a point filled when its run is solved, a cell's counts above it, no median or mean line through a cell).
 
-Each plot uses, per table cell, the runs the cell reports (at its learning rate selected on validation, see
-`results`), except `acc_vs_lr.png`, which shows every learning rate of the selection; a plot whose data the
-sweep does not have is skipped, with the reason. Outcomes are often bimodal (a run stays on a plateau or solves
-the task), so every outcome plot draws each seed as a point, spread sideways so equal values stay visible, with
-the median as a line: never a mean with an error bar, which draws a value no run had.
+Each outcome plot uses, per table cell, the runs the cell reports (at its learning rate selected on validation,
+see `results`); `acc_vs_lr.png` also shows the selection runs, on their validation accuracy, in a row of its own.
+A plot whose data the sweep does not have is skipped, with the reason.
 """
 
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from matplotlib import colormaps, rcParams
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
+from loglinear.reports.figures import (
+    COUNTS_PAD,
+    Group,
+    Palette,
+    arm_label,
+    counts_text,
+    finish,
+    panels,
+    run_above,
+    save_figure,
+    seed_points,
+    slot_shift,
+    solved_key,
+    spread_for,
+)
 from loglinear.reports.frontier import frontier_series
-from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep, slice_values
+from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.reports.statistics import kaplan_meier
-from loglinear.runs.folder import FINISHED, write_atomic
-from loglinear.sweeps.protocol import CONFIRMATION
+from loglinear.runs.folder import FINISHED
+from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig
 
-Cells = dict[tuple[tuple[str, ...], int], Cell]
 Drawing = Figure | str
 """A figure, or why there is none."""
-SPREAD = 0.5
-"""How far apart (in powers of 2 along a log x axis) the outermost seeds of all series at one x are drawn."""
-SEEDS_NOTE = "points: seeds; line: median"
 TITLE_WIDTH = 48
 """Characters per line of a panel's title: a 6-inch panel's title wraps before it runs into its neighbour's."""
+KM_NUDGE = 0.04
+"""How far apart (in survival fraction) the outermost of a panel's Kaplan-Meier curves are drawn, so that curves
+that coincide (every run censored at the budget) stay visible side by side."""
+FRONTIER_SLOT = 0.12
+"""The frontier's dodge: each line's slot around a shared state size, in powers of 2 (many arms share one, and
+state sizes are not an octave apart: no bound)."""
+STATE_MARK = "| on the x axis: a state size (the points around it are dodged sideways)"
+LR_SLOT = 0.1
+"""`acc_vs_lr`'s dodge per arm, in powers of 2, up to `LR_SPREAD`: a grid's rates are 1.7 octaves apart."""
+LR_SPREAD = 1.4
 
 
-def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
-    """Write every plot the sweep has data for; returns the files written and {plot: reason} for the others."""
+def write_plots(sweep: Sweep, out: Path, palette: Palette | None = None) -> tuple[list[Path], dict[str, str]]:
+    """Write every plot the sweep has data for, all in `palette`'s colours (default: the sweep's); returns the
+    files written and {plot: reason} for the others."""
+    palette = palette or Palette.of(sweep)
     written, skipped = [], {}
     for name, draw in PLOTS.items():
-        drawing = draw(sweep)
+        drawing = draw(sweep, palette)
         if isinstance(drawing, str):
             skipped[name] = drawing
             continue
@@ -50,56 +68,57 @@ def write_plots(sweep: Sweep, out: Path) -> tuple[list[Path], dict[str, str]]:
     return written, skipped
 
 
-def save_figure(fig: Figure, path: Path, dpi: int) -> Path:
-    """Write `fig` as a PNG at `path` through a temporary file and a rename: an interrupted or failed write
-    (Ctrl-C, a full disk) leaves the previous figure whole."""
-    FigureCanvasAgg(fig)
-    write_atomic(path, lambda f: fig.savefig(f, format="png", dpi=dpi, bbox_inches="tight"))
-    return path
-
-
-def acc_vs_d_model(sweep: Sweep) -> Drawing:
-    cells: Cells = sweep.cells()  # type: ignore[assignment]
-    series = _series(cells, lambda cell: cell.values)
+def acc_vs_d_model(sweep: Sweep, palette: Palette | None = None) -> Drawing:
+    palette = palette or Palette.of(sweep)
+    report = sweep.report
+    series: dict[str, list[Group]] = {}
+    styles = {}
+    for (row, d_model), cell in sorted(sweep.cells().items(), key=lambda item: item[0][1]):  # type: ignore[index]
+        if cell.values:
+            label = " / ".join(row)
+            styles[label] = palette.style(row)
+            series.setdefault(label, []).append(_cell_group(cell, float(d_model), report))
     if not series:
         return "no run finished"
-    fig, (ax,) = _panels(1)
-    seed_series(ax, series, arm_colors(series))
-    _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), "d_model")
+    fig, (ax,) = panels(1)
+    seed_points(ax, series, styles)
+    _log2_axis(ax, sorted({g.x for groups in series.values() for g in groups}), "d_model")
     ax.set_ylabel("test accuracy (%)")
     ax.set_ylim(-1, 101)
-    ax.set_title(f"Accuracy vs model dimension ({SEEDS_NOTE}; configuration selected on validation)")
-    return _finish(fig, [ax])
+    ax.set_title("Accuracy vs model dimension (each seed; configuration selected on validation)", pad=COUNTS_PAD)
+    return finish(fig, [ax], solved_key(report.plateau))
 
 
-def mqar_acc_vs_kv_pairs(sweep: Sweep) -> Drawing:
-    return _slice_plot(sweep.cells(), "test/acc/num_kv_pairs=", "number of key-value pairs",  # type: ignore[arg-type]
+def mqar_acc_vs_kv_pairs(sweep: Sweep, palette: Palette | None = None) -> Drawing:
+    return _slice_plot(sweep, palette or Palette.of(sweep), "test/acc/num_kv_pairs=", "number of key-value pairs",
                        missing="no MQAR test accuracy per number of key-value pairs (test/acc/num_kv_pairs=...)")
 
 
-def acc_vs_seq_len(sweep: Sweep) -> Drawing:
+def acc_vs_seq_len(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     """State tracking: Grazzi et al.'s scaled accuracy (chance 0) by test length, the training range shaded."""
-    cells: Cells = sweep.cells()  # type: ignore[assignment]
-    panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
+    palette = palette or Palette.of(sweep)
+    panel_series: dict[tuple[str, int], dict[str, list[Group]]] = {}
+    styles = {}
     trained: dict[tuple[str, int], tuple[int, int]] = {}
-    for (row, d_model), cell in cells.items():
+    for (row, d_model), cell in sweep.cells().items():  # type: ignore[misc]
         runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
-        values = slice_values(runs, SEQ_LEN_PREFIX)
-        if not values:
+        groups = _slice_groups(runs, SEQ_LEN_PREFIX, sweep.report.threshold,
+                               lambda a, r: scaled(a, num_classes(r)))
+        if not groups:
             continue
-        panel, classes = (runs[0].task, d_model), num_classes(runs[0])
-        points = [(float(n), [scaled(a, classes) for a in v]) for n, v in values.items()]
-        panels.setdefault(panel, {})[" / ".join(row)] = points
+        panel = (runs[0].task, d_model)
+        label = " / ".join(row)
+        styles[label] = palette.style(row)
+        panel_series.setdefault(panel, {})[label] = groups
         lengths = training_lengths(runs[0])
         if lengths is not None:
             trained[panel] = lengths
-    if not panels:
+    if not panel_series:
         return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
-    fig, axes = _panels(len(panels))
-    colors = _panel_colors(panels)
-    for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        seed_series(ax, series, colors)
-        tested = sorted({x for points in series.values() for x, _ in points})
+    fig, axes = panels(len(panel_series))
+    for ax, (panel, series) in zip(axes, sorted(panel_series.items()), strict=True):
+        seed_points(ax, series, styles)
+        tested = sorted({g.x for groups in series.values() for g in groups})
         _log2_axis(ax, tested, "test sequence length")
         if panel in trained:
             low, high = trained[panel]
@@ -107,79 +126,111 @@ def acc_vs_seq_len(sweep: Sweep) -> Drawing:
             ax.set_xlim(left, right)
             ax.axvspan(max(low, left), high, color="gray", alpha=0.15, label=f"training lengths {low}-{high}")
         ax.axhline(0.0, color="gray", linewidth=0.8)
-        ax.set_title(f"{panel[0]}, d_model {panel[1]} ({SEEDS_NOTE})")
+        ax.set_title(f"{panel[0]}, d_model {panel[1]} (each seed)")
         ax.set_ylabel("scaled accuracy (chance 0, perfect 1)")
         ax.set_ylim(-0.1, 1.05)
-    return _finish(fig, axes)
+    return finish(fig, axes, solved_key(None)[:1])
 
 
-def acc_vs_lr(sweep: Sweep) -> Drawing:
-    """Per cell (row keys but the architecture and λ, at one d_model), each arm's test accuracy (each seed, with
-    the median, top) and solve rate (bottom) at every learning rate of the selection: a narrow window shows."""
-    threshold = sweep.report.threshold
-    panels: dict[str, dict[str, dict[float, list[float]]]] = {}
+def acc_vs_lr(sweep: Sweep, palette: Palette | None = None) -> Drawing:
+    """Per cell (row keys but the architecture and λ, at one d_model), two rows kept apart. Top: every selection
+    run's validation accuracy at every learning rate (what chose the rate; a narrow window shows), each arm's pick
+    marked. Bottom: the runs the table reports, at the picked rate, by test accuracy, with the table's counts."""
+    palette = palette or Palette.of(sweep)
+    report = sweep.report
+    selection: dict[str, dict[str, dict[float, list[float]]]] = {}
     for record in sweep.records:
-        score = record.test_score
+        score = record.val_score
         if score is None or record.stage == CONFIRMATION:
             continue
-        arm = panels.setdefault(_panel_name(sweep, record), {}).setdefault(_arm_name(sweep, record), {})
-        arm.setdefault(record.lr, []).append(score)
-    if not panels:
+        arm = selection.setdefault(_panel_name(sweep, record), {}).setdefault(_arm_name(sweep, record), {})
+        arm.setdefault(record.lr, []).append(100 * score)
+    if not selection:
         return "no run finished"
-    fig = Figure(figsize=(6 * len(panels), 7.5))
-    axes = fig.subplots(2, len(panels), squeeze=False)
-    colors = _panel_colors(panels)
-    for column, (title, arms) in enumerate(sorted(panels.items())):
-        accuracy, rate = axes[0][column], axes[1][column]
-        seed_series(accuracy, {label: [(lr, [100 * v for v in values]) for lr, values in sorted(by_lr.items())]
-                                 for label, by_lr in arms.items()}, colors)
-        for index, (label, by_lr) in enumerate(arms.items()):  # beside each other as in the accuracy panel
-            points = sorted(by_lr.items())
-            rate.plot([lr * 2 ** _slot_shift(index, len(arms)) for lr, _ in points],
-                      [sum(v > threshold for v in values) / len(values) for _, values in points], marker="o",
-                      label=label, color=colors[label])
-        accuracy.set_title(f"{title}\n({SEEDS_NOTE})")
-        accuracy.set_ylabel("test accuracy (%)")
-        accuracy.set_ylim(-1, 101)
-        rate.set_ylabel(f"solve rate (test accuracy > {100 * threshold:g}%)")
-        rate.set_ylim(-0.05, 1.05)
+    picked: dict[str, dict[str, Cell]] = {}
+    for cell in sweep.cells().values():
+        if cell.lr is not None and cell.runs:
+            picked.setdefault(_panel_name(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
+    fig = Figure(figsize=(6 * len(selection), 8))
+    axes = fig.subplots(2, len(selection), squeeze=False)
+    for column, (title, arms) in enumerate(sorted(selection.items())):
+        top, bottom = axes[0][column], axes[1][column]
+        styles = {arm: palette.arm_style(arm) for arm in arms}
+        spread = spread_for(len(arms), LR_SLOT, LR_SPREAD)
+        seed_points(top, {arm: [Group(lr, values) for lr, values in sorted(by_lr.items())]
+                          for arm, by_lr in arms.items()}, styles, spread)
+        cells = picked.get(title, {})
+        reported = {arm: [_cell_group(cells[arm], cells[arm].lr, report)]  # type: ignore[arg-type]
+                    for arm in arms if arm in cells and cells[arm].values}
+        seed_points(bottom, reported, styles, spread, slots=list(arms))  # each arm in its slot of the top row
+        for index, arm in enumerate(arms):
+            if arm in cells:
+                top.plot(cells[arm].lr * 2 ** slot_shift(index, len(arms), spread), 105, marker="v",
+                         color=styles[arm].color, linestyle="none")
+        top.set_title(f"{title}\nselection runs: validation accuracy (▼ the rate picked)")
+        top.set_ylabel("validation accuracy (%), selection runs")
+        top.set_ylim(-1, 108)
+        bottom.set_title("runs the tables report, at the picked rate: test accuracy", pad=COUNTS_PAD)
+        bottom.set_ylabel("test accuracy (%), reported runs")
+        bottom.set_ylim(-1, 101)
         rates = sorted({lr for by_lr in arms.values() for lr in by_lr})
-        for ax in (accuracy, rate):
+        for ax in (top, bottom):
             ax.set_xscale("log")
             ax.set_xticks(rates, [f"{lr:.2g}" for lr in rates])
             ax.xaxis.set_minor_formatter(NullFormatter())
             ax.set_xlabel("learning rate")
-    return _finish(fig, [ax for line in axes for ax in line])
+            ax.set_yticks(range(0, 101, 20))
+        bottom.set_xlim(top.get_xlim())
+    picked_key = ("▼ the learning rate picked on the selection runs",
+                  Line2D([], [], linestyle="none", marker="v", color="gray"))
+    return finish(fig, [ax for line in axes for ax in line], [picked_key, *solved_key(report.plateau)])
 
 
-def kaplan_meier_plot(sweep: Sweep) -> Drawing:
+def _cell_group(cell: Cell, x: float, report: ReportConfig) -> Group:
+    """A cell's runs with a test accuracy at `x`: each in %, whether it is solved, the cell's counts above."""
+    runs = [r for r in cell.runs if r.test_score is not None]
+    return Group(x, [100 * r.test_score for r in runs], _solved(runs, report.threshold),  # type: ignore[operator]
+                 counts_text(cell, report.threshold, report.plateau))
+
+
+def kaplan_meier_plot(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     """Per cell, each arm's Kaplan-Meier curve: the fraction of runs whose validation accuracy has not yet passed
-    the threshold, against training steps (censored runs marked), with its 95% interval shaded."""
+    the threshold, against training steps (censored runs marked), with its 95% interval shaded. The curves of a
+    panel are nudged apart vertically (at most `KM_NUDGE` between the outermost), each legend entry has its
+    counts, runs that reached the threshold / runs (as in the steps table)."""
+    palette = palette or Palette.of(sweep)
     threshold = sweep.report.threshold
-    panels: dict[str, dict[str, Cell]] = {}
+    arms_by_panel: dict[str, dict[str, Cell]] = {}
     for cell in sweep.cells().values():
         if cell.passages(threshold):
-            panels.setdefault(_panel_name(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
-    if not panels:
+            arms_by_panel.setdefault(_panel_name(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
+    if not arms_by_panel:
         return "no finished run has a metrics.csv"
-    fig, axes = _panels(len(panels))
-    colors = _panel_colors(panels)
-    for ax, (title, arms) in zip(axes, sorted(panels.items()), strict=True):
-        for label, cell in arms.items():
+    fig, axes = panels(len(arms_by_panel))
+    for ax, (title, arms) in zip(axes, sorted(arms_by_panel.items()), strict=True):
+        step = KM_NUDGE / max(len(arms) - 1, 1)
+        for index, (arm, cell) in enumerate(arms.items()):
+            nudge = (index - (len(arms) - 1) / 2) * step
             events = cell.passages(threshold)
             curve = kaplan_meier(events)
+            color = palette.arm_style(arm).color
             steps = [0.0, *curve.steps]  # type: ignore[union-attr]
-            line, = ax.step(steps, [1.0, *curve.fraction], where="post", label=label,  # type: ignore[union-attr]
-                            color=colors[label])
+            reached = sum(e.reached for e in events)
+            ax.step(steps, [1.0 + nudge, *(f + nudge for f in curve.fraction)], where="post",  # type: ignore[union-attr]
+                    label=f"{arm} ({reached}/{len(events)} reached)", color=color)
             ax.fill_between(steps, [1.0, *curve.low], [1.0, *curve.high], step="post",  # type: ignore[union-attr]
-                            color=line.get_color(), alpha=0.15)
+                            color=color, alpha=0.1)
             censored = [e.steps for e in events if not e.reached]
-            ax.plot(censored, [_at(curve, s) for s in censored], "|", color=line.get_color(), markersize=10)
+            ax.plot(censored, [_at(curve, s) + nudge for s in censored], "|", color=color, markersize=10)
         ax.set_title(title)
         ax.set_xlabel("training steps")
         ax.set_ylabel(f"fraction not yet above {100 * threshold:g}% (validation)")
-        ax.set_ylim(-0.05, 1.05)
-    return _finish(fig, axes)
+        ax.set_ylim(-0.08, 1.08)
+        ax.legend(fontsize="small", loc="lower left", title="arm (reached/runs)", title_fontsize="small")
+    fig.text(0.5, 0.0, f"curves nudged apart vertically, at most {KM_NUDGE:g} between the outermost of a panel, "
+             "so coinciding curves stay visible; |: censored run; shaded: 95% interval", ha="center", va="top",
+             fontsize="small")
+    return finish(fig, axes, legend=False)
 
 
 def _at(curve, steps: float) -> float:
@@ -199,101 +250,76 @@ def _panel_name(sweep: Sweep, record: Record) -> str:
 
 
 def _arm_name(sweep: Sweep, record: Record) -> str:
-    keys = [v for k, v in zip(sweep.row_keys, record.row, strict=True) if k in (MIXER_KEY, LAMBDA_KEY) and v != "-"]
-    return " / ".join(keys)
+    return arm_label(sweep.row_keys, record.row)
 
 
-def mqar_frontier(sweep: Sweep) -> Drawing:
-    """MQAR: test accuracy against state size on a log axis, one line per architecture (frontier.py): all test
-    sets at the state of the longest, then one panel per number of key-value pairs at the state of its length."""
+def mqar_frontier(sweep: Sweep, palette: Palette | None = None) -> Drawing:
+    """MQAR: test accuracy against state size on a log axis, one series per architecture (frontier.py): all test
+    sets at the state of the longest (with each cell's counts), then one panel per number of key-value pairs at
+    the state of its length. The series at one state size are dodged sideways, `FRONTIER_SLOT` apart."""
+    palette = palette or Palette.of(sweep)
+    report = sweep.report
     series = frontier_series(sweep, sweep.cells())  # type: ignore[arg-type]
     if not series:
         return "no finished MQAR run with a state size in its result.json"
-    fig, axes = _panels(len(series))
-    colors = arm_colors(label for lines in series.values() for label in lines)
+    fig, axes = panels(len(series))
+    styles = {label: palette.style(row) for lines in series.values() for label, (row, _) in lines.items()}
     for ax, (panel, lines) in zip(axes, series.items(), strict=True):
-        seed_series(ax, lines, colors)
+        groups = {label: [Group(state, accuracies, _solved(runs, report.threshold),
+                                counts_text(cell, report.threshold, report.plateau) if panel == "all" else None)
+                          for state, accuracies, runs, cell in points]
+                  for label, (_, points) in lines.items()}
+        seed_points(ax, groups, styles, spread_for(len(groups), FRONTIER_SLOT, math.inf))
+        states = sorted({g.x for series_groups in groups.values() for g in series_groups})
+        ax.plot(states, [0] * len(states), linestyle="none", marker="|", markersize=12, color="gray", label=STATE_MARK)
         ax.set_xscale("log")
         ax.set_xlabel("state size (numbers per sequence, all layers)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(-1, 101)
         where = "all test sets (state at the longest)" if panel == "all" else f"{panel} (state at its length)"
-        ax.set_title(f"{where}; {SEEDS_NOTE}")
-    return _finish(fig, axes)
+        ax.set_title(f"{where}; each seed, dodged", pad=COUNTS_PAD if panel == "all" else 6)
+    return finish(fig, axes, solved_key(report.plateau))
 
 
-def _slice_plot(cells: Cells, prefix: str, xlabel: str, missing: str) -> Drawing:
-    """MQAR: one panel per d_model, one line per table row: each seed's test slice metric, with the median."""
-    panels: dict[tuple[str, int], dict[str, list[tuple[float, list[float]]]]] = {}
-    for (row, d_model), cell in cells.items():
+def _slice_plot(sweep: Sweep, palette: Palette, prefix: str, xlabel: str, missing: str) -> Drawing:
+    """MQAR: one panel per d_model, one series per table row: each seed's test slice metric."""
+    panel_series: dict[tuple[str, int], dict[str, list[Group]]] = {}
+    styles = {}
+    for (row, d_model), cell in sweep.cells().items():  # type: ignore[misc]
         runs = [r for r in cell.runs if r.status in FINISHED and r.task == "mqar"]
-        values = slice_values(runs, prefix)
-        if not values:
+        groups = _slice_groups(runs, prefix, sweep.report.threshold, lambda a, _: 100 * a)
+        if not groups:
             continue
-        panel = (runs[0].task, d_model)
-        panels.setdefault(panel, {})[" / ".join(row)] = [(float(x), [100 * a for a in v]) for x, v in values.items()]
-    if not panels:
+        label = " / ".join(row)
+        styles[label] = palette.style(row)
+        panel_series.setdefault((runs[0].task, d_model), {})[label] = groups
+    if not panel_series:
         return missing
-    fig, axes = _panels(len(panels))
-    colors = _panel_colors(panels)
-    for ax, (panel, series) in zip(axes, sorted(panels.items()), strict=True):
-        seed_series(ax, series, colors)
-        _log2_axis(ax, sorted({x for points in series.values() for x, _ in points}), xlabel)
-        ax.set_title(f"{panel[0]}, d_model {panel[1]} ({SEEDS_NOTE})")
+    fig, axes = panels(len(panel_series))
+    for ax, (panel, series) in zip(axes, sorted(panel_series.items()), strict=True):
+        seed_points(ax, series, styles)
+        _log2_axis(ax, sorted({g.x for groups in series.values() for g in groups}), xlabel)
+        ax.set_title(f"{panel[0]}, d_model {panel[1]} (each seed)")
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(-1, 101)
-    return _finish(fig, axes)
+    return finish(fig, axes, solved_key(None)[:1])
 
 
-def _series(cells: Cells, values_of: Callable[[Cell], list[float]],
-            scale: float = 100.0) -> dict[str, list[tuple[float, list[float]]]]:
-    """{row label: [(d_model, values)]} over the cells that have values."""
-    series: dict[str, list[tuple[float, list[float]]]] = {}
-    for (row, d_model), cell in sorted(cells.items(), key=lambda item: item[0][1]):
-        values = values_of(cell)
-        if values:
-            series.setdefault(" / ".join(row), []).append((float(d_model), [scale * v for v in values]))
-    return series
+def _slice_groups(runs: list[Record], prefix: str, threshold: float,
+                  value: Callable[[float, Record], float]) -> list[Group]:
+    """One group per slice value (`prefix` + N in the runs' test metrics): each run's `value` there, whether the
+    run is solved (over the whole test set: the one meaning of solved)."""
+    by_slice: dict[int, list[tuple[float, bool]]] = {}
+    for record in runs:
+        for metric, accuracy in record.test.items():
+            if metric.startswith(prefix) and metric[len(prefix):].lstrip("-").isdigit():
+                by_slice.setdefault(int(metric[len(prefix):]), []).append(
+                    (value(float(accuracy), record), run_above(record, threshold)))
+    return [Group(float(n), [v for v, _ in points], [s for _, s in points]) for n, points in sorted(by_slice.items())]
 
 
-def seed_series(ax, series: dict[str, list[tuple[float, list[float]]]], colors: dict[str, str] | None = None) -> None:
-    """Each series' seeds as points and their median as a line, on a log x axis. The series at one x sit side by
-    side, and the seeds of one series spread within its slot (in the order of their values), so no seed hides
-    another: the spread is a factor of at most 2**SPREAD along x, the values are never moved. `colors`: a colour
-    per label (else the axes' cycle)."""
-    slot = SPREAD / max(len(series), 1)
-    for index, (label, points) in enumerate(series.items()):
-        shift = _slot_shift(index, len(series))
-        line, = ax.plot([x * 2**shift for x, _ in points], [statistics.median(v) for _, v in points], marker="_",
-                        markersize=12, label=label, **({} if colors is None else {"color": colors[label]}))
-        xs, ys = [], []
-        for x, values in points:
-            for rank, value in enumerate(sorted(values)):
-                offset = 0.0 if len(values) == 1 else (rank / (len(values) - 1) - 0.5) * 0.8 * slot
-                xs.append(x * 2 ** (shift + offset))
-                ys.append(value)
-        ax.scatter(xs, ys, s=12, color=line.get_color(), alpha=0.75, linewidths=0, zorder=3)
-
-
-def _slot_shift(index: int, count: int) -> float:
-    """Where the `index`-th of `count` series sits around a shared x, in powers of 2 (see `seed_series`)."""
-    return (index - (count - 1) / 2) * SPREAD / max(count, 1)
-
-
-def arm_colors(labels: Iterable[str]) -> dict[str, str]:
-    """A colour per label from matplotlib's default cycle, in order of first appearance: an arm keeps its colour in
-    every panel of a figure, also where the panels hold different arms. With more arms than the cycle has colours
-    (10), tab20's 20, so that no two arms share one up to 20 arms."""
-    arms = list(dict.fromkeys(labels))
-    cycle = rcParams["axes.prop_cycle"].by_key()["color"]
-    if len(arms) > len(cycle):
-        cycle = [to_hex(c) for c in colormaps["tab20"].colors]
-    return {label: cycle[i % len(cycle)] for i, label in enumerate(arms)}
-
-
-def _panel_colors(panels: Mapping[Any, Iterable[str]]) -> dict[str, str]:
-    """`arm_colors` over the arms of every panel, the panels in the sorted order they are drawn in."""
-    return arm_colors(label for _, labels in sorted(panels.items()) for label in labels)
+def _solved(runs: list[Record], threshold: float) -> list[bool]:
+    return [run_above(r, threshold) for r in runs]
 
 
 def _log2_axis(ax, ticks: list[float], label: str) -> None:
@@ -303,31 +329,7 @@ def _log2_axis(ax, ticks: list[float], label: str) -> None:
     ax.set_xlabel(label)
 
 
-def _panels(n: int) -> tuple[Figure, list]:
-    cols = min(n, 3)
-    rows = math.ceil(n / cols)
-    fig = Figure(figsize=(6 * cols, 4.2 * rows))
-    axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    return fig, axes[:n]
-
-
-def _finish(fig: Figure, axes: list) -> Figure:
-    for ax in axes:
-        ax.grid(True, alpha=0.3)
-    entries: dict[str, object] = {}  # every panel's entries, each label once
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            entries.setdefault(label, handle)
-    handles, labels = list(entries.values()), list(entries)
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=min(3, max(1, len(labels))),
-               fontsize="small")
-    fig.tight_layout()
-    return fig
-
-
-PLOTS: dict[str, Callable[[Sweep], Drawing]] = {
+PLOTS: dict[str, Callable[[Sweep, Palette], Drawing]] = {
     "acc_vs_d_model.png": acc_vs_d_model,
     "acc_vs_lr.png": acc_vs_lr,
     "mqar_acc_vs_kv_pairs.png": mqar_acc_vs_kv_pairs,

@@ -3,8 +3,8 @@ accuracy by the Fenwick level that held the recalled key and by the key-to-query
 decoder held at the query positions, from each run's result.json `recall` (runs/recall_levels.py).
 
 `recall.md` holds the tables, `mqar_recall.png` the plot (distance for every arm, level for the log-linear
-ones: a base mixer has one state, so its "level" is only where the key stood); results.csv gets the state
-columns `RECALL_COLUMNS`.
+ones: a base mixer has one state, so its "level" is only where the key stood; under each point, the number of
+queries it rests on); results.csv gets the state columns `RECALL_COLUMNS`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from loglinear.reports.plots import _finish, _panels, arm_colors, save_figure, seed_series
+from loglinear.reports.figures import (
+    COUNTS_PAD,
+    Group,
+    Palette,
+    finish,
+    panels,
+    run_above,
+    save_figure,
+    seed_points,
+    solved_key,
+)
 from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std_text
 from loglinear.reports.tables import markdown_table
 from loglinear.runs.folder import FINISHED, write_text_atomic
@@ -46,13 +56,18 @@ def accuracy_by(record: Record, kind: str) -> dict[str, float]:
 
 def recall_cells(sweep: Sweep) -> dict[str, list[Record]]:
     """{row label: the finished runs with a `recall` record} for each cell of the main table, in its order."""
+    return {label: runs for label, (_, runs) in _recall_rows(sweep).items()}
+
+
+def _recall_rows(sweep: Sweep) -> dict[str, tuple[tuple[str, ...], list[Record]]]:
+    """`recall_cells` with each cell's table row."""
     table = sweep.cells()
-    several_widths = len({d_model for _, d_model in table}) > 1
+    several_widths = len({d_model for _, d_model in table}) > 1  # type: ignore[misc]
     cells = {}
-    for (row, d_model), cell in table.items():
+    for (row, d_model), cell in table.items():  # type: ignore[misc]
         runs = [r for r in cell.runs if r.status in FINISHED and recall_groups(r)]
         if runs:
-            cells[" / ".join(row) + (f", d_model {d_model}" if several_widths else "")] = runs
+            cells[" / ".join(row) + (f", d_model {d_model}" if several_widths else "")] = (row, runs)
     return cells
 
 
@@ -79,21 +94,23 @@ def recall_tables(sweep: Sweep) -> str | None:
     return "\n".join(p.rstrip("\n") + "\n" for p in parts)
 
 
-def recall_plot(sweep: Sweep) -> Any:
-    """Accuracy against distance (every arm) and against level (log-linear arms), each arm in one colour in both
-    panels, each seed a point and the median a line; a reason string without data. Level l is drawn at distance
-    2^(l-1), the nearest its keys can be, so both panels share the distance axis."""
-    cells = recall_cells(sweep)
+def recall_plot(sweep: Sweep, palette: Palette | None = None) -> Any:
+    """Accuracy against distance (every arm) and against level (log-linear arms), each arm in its report colour in
+    both panels, each seed a point (filled when its run is solved) with the number of queries it rests on below
+    it; a reason string without data. Level l is drawn at distance 2^(l-1), the nearest its keys can be, so both
+    panels share the distance axis."""
+    cells = _recall_rows(sweep)
     if not cells:
         return "no finished MQAR run with a recall record in its result.json"
-    colors = arm_colors(cells)
-    fig, axes = _panels(2)
+    palette = palette or Palette.of(sweep)
+    styles = {name: palette.style(row) for name, (row, _) in cells.items()}
+    fig, axes = panels(2)
     for ax, kind, xlabel in ((axes[0], "by_distance", "key-to-query distance"),
                              (axes[1], "by_level", "Fenwick level of the key at the query")):
-        series = {name: _seed_points(runs, kind) for name, runs in cells.items()
+        series = {name: _seed_groups(runs, kind, sweep.report.threshold) for name, (_, runs) in cells.items()
                   if kind == "by_distance" or is_log_linear(runs[0].mixer)}
-        seed_series(ax, series, colors)
-        labels = sorted({lab for runs in cells.values() for r in runs for lab in accuracy_by(r, kind)},
+        seed_points(ax, series, styles)
+        labels = sorted({lab for _, runs in cells.values() for r in runs for lab in accuracy_by(r, kind)},
                         key=_low_end)
         ax.set_xscale("log", base=2)
         ax.set_xticks([_position(lab, kind) for lab in labels], labels)
@@ -101,7 +118,8 @@ def recall_plot(sweep: Sweep) -> Any:
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(0, 101)
-    return _finish(fig, axes)
+        ax.set_title("each seed; above it: queries per seed (n, or its range over the seeds)", pad=COUNTS_PAD)
+    return finish(fig, axes, solved_key(None)[:1])
 
 
 def _low_end(label: str) -> int:
@@ -113,17 +131,25 @@ def _position(label: str, kind: str) -> float:
     return float(_low_end(label)) if kind == "by_distance" else 2.0 ** (_low_end(label) - 1)
 
 
-def _seed_points(runs: list[Record], kind: str) -> list[tuple[float, list[float]]]:
-    """[(position, every seed's accuracy in %)] per bucket of `kind`."""
-    values = [accuracy_by(r, kind) for r in runs]
-    labels = sorted({lab for v in values for lab in v}, key=_low_end)
-    return [(_position(lab, kind), [100 * v[lab] for v in values if lab in v]) for lab in labels]
+def _seed_groups(runs: list[Record], kind: str, threshold: float) -> list[Group]:
+    """A group per bucket of `kind`: every seed's accuracy in %, whether its run is solved, and above it how many
+    queries each seed scored there (`n=40`, or `n=31-45` when the seeds differ)."""
+    groups = [(r, (r.result.get("recall") or {}).get(kind) or {}) for r in runs]
+    labels = sorted({lab for _, by in groups for lab, (_, scored) in by.items() if scored}, key=_low_end)
+    made = []
+    for lab in labels:
+        scored = [(r, by[lab]) for r, by in groups if lab in by and by[lab][1]]
+        counts = sorted(n for _, (_, n) in scored)
+        above = f"n={counts[0]}" if counts[0] == counts[-1] else f"n={counts[0]}-{counts[-1]}"
+        made.append(Group(_position(lab, kind), [100 * right / n for _, (right, n) in scored],
+                          [run_above(r, threshold) for r, _ in scored], above))
+    return made
 
 
-def write_recall_report(sweep: Sweep, out: Path) -> list[Path]:
+def write_recall_report(sweep: Sweep, out: Path, palette: Palette | None = None) -> list[Path]:
     """Write recall.md and mqar_recall.png when the sweep's runs recorded their recall; the files written."""
     tables = recall_tables(sweep)
     if tables is None:
         return []
     write_text_atomic(out / TABLE, tables)
-    return [out / TABLE, save_figure(recall_plot(sweep), out / PLOT, dpi=120)]
+    return [out / TABLE, save_figure(recall_plot(sweep, palette), out / PLOT, dpi=120)]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loglinear.reports.comparisons import comparison_line, length_paired_table, length_pairings, paired_lines
+from loglinear.reports.figures import Palette
 from loglinear.reports.files import CSV, PAIRED_CSV, PAIRED_LENGTH_CSV, TABLE, write_csv, write_paired_csv
 from loglinear.reports.frontier import equal_state_comparisons
 from loglinear.reports.paired import Pairing, TestResult, holm_family, paired_comparisons
@@ -115,8 +116,9 @@ def write_report(out: str | Path, sweep: Sweep | None = None) -> Report:
     if by_length:
         write_paired_csv(by_length, family, out / PAIRED_LENGTH_CSV)
         files.append(out / PAIRED_LENGTH_CSV)
-    written, skipped = write_plots(sweep, out)
-    recall = write_recall_report(sweep, out)
+    palette = Palette.of(sweep)  # one colour per arm in every figure of the folder
+    written, skipped = write_plots(sweep, out, palette)
+    recall = write_recall_report(sweep, out, palette)
     if not recall and sweep.unavailable and any(r.task == "mqar" for r in sweep.records):
         skipped["recall.md"] = "no run's recall by level and distance in results.csv"
     written += recall
