@@ -15,8 +15,8 @@
                                               # and escaped, {standardized: 1.0} for accuracy and accuracy_t:
                                               # normal paired differences shifted by 1 sd); its power is printed
     protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
-      selection_seeds: [0, 1, 2]     # stage 1: every configuration; each arm's lr chosen on validation
-      confirmation_seeds: [3, 4, 5]  # stage 2: the chosen configurations only; the report's test accuracy
+      selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
+      confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
       extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
       allow_few_selection_seeds: false   # true: accept fewer than MIN_SELECTION_SEEDS selection seeds
 
