@@ -7,7 +7,8 @@ d_model), each side is one arm at its own selected learning rate (`results.selec
 choose among their learning rates, and say how many); under the two-stage protocol the pairs are the
 confirmation seeds' runs. A seed on one side only is left out and counted.
 
-Each comparison has up to four tests (`sweeps.protocol.TESTS`, statistics in `statistics`):
+Each comparison has up to four tests, five with a paired-t primary (`sweeps.protocol.TESTS`, statistics in
+`statistics`):
 - solved: exact McNemar on the paired outcomes "test accuracy above the threshold";
 - escaped: the same above the plateau threshold, when the spec sets one;
 - steps: log-rank on the steps to the threshold on validation (every run of each side, censored at its end);
