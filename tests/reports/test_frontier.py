@@ -85,7 +85,7 @@ def test_report_has_the_frontier_plot_and_the_equal_state_comparison(tmp_path):
     mean = sum(diffs) / 3
     assert ("- state_dim=16, d_model=16: Log-Linear Mamba-2 (state_dim=16; state 8,576) \u2212 "
             "Mamba-2 (state_dim=112; state 8,704)") in section
-    assert f"accuracy (paired t, continuous) +{mean:.1f} points [" in section
+    assert f"accuracy +{mean:.1f} points [" in section
     sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / 2)
     low = mean - 4.302653 * sd / math.sqrt(3)
     assert f"[\u2212{-low:.1f}, " in section and "better on 2 of 3 seeds" in section
@@ -124,11 +124,12 @@ def test_a_two_stage_sweep_compares_equal_states_on_its_confirmation_seeds(tmp_p
                                      report={"threshold": 0.99, "primary": primary}))
     section = report.table.split("## Equal-state comparison")[1]
     mean = sum(100 * (a - b) for a, b in zip(LL_TEST, BIG_TEST, strict=True)) / 3
-    assert "**Primary** " in section and f"accuracy (paired t, continuous) +{mean:.1f} points [" in section
+    assert "**Primary** " in section and f"accuracy +{mean:.1f} points [" in section
     assert "better on 2 of 3 seeds" in section
     assert "**Primary comparison** (declared before the runs, tested alone at alpha 0.05): Log-Linear Mamba-2 " \
            "(state_dim=16; state 8,576) \u2212 Mamba-2 (state_dim=112; state 8,704) (state_dim=16, d_model=16): " \
-           "paired t on test accuracy, t=1.25 (2 df), p=0.339, alpha 0.05: not significant." in report.table
+           "Wilcoxon signed-rank on test accuracy, W+=5 over 3 nonzero differences of 3 (exact), p=0.500, " \
+           "alpha 0.05: not significant." in report.table
 
 
 def test_the_frontier_dodges_the_series_at_one_state_size_and_marks_the_true_sizes(tmp_path):

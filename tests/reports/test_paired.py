@@ -8,11 +8,13 @@ import csv
 import math
 
 import pytest
+from scipy import stats
 
 from loglinear.reports.paired import COLUMNS, Pairing, holm_family
 from loglinear.reports.primary import primary_line
 from loglinear.reports.report import write_report
 from loglinear.reports.statistics import Event, holm, logrank, mcnemar_exact
+from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import Primary
 
 from .report_helpers import finished, make_sweep, run_entry, section_rows, table_rows
@@ -89,13 +91,16 @@ def test_paired_csv_matches_a_hand_computation_from_results_csv(tmp_path):
         assert int(row["wins"]) == sum(d > 0 for d in diffs) and int(row["losses"]) == sum(d < 0 for d in diffs)
         assert (row["candidates_mixer"], row["candidates_baseline"]) == ("2", "2")
         assert (row["solved_mixer"], row["solved_baseline"], row["p_solved"]) == ("0", "0", "1.0")  # none above 99%
+        assert float(row["p_accuracy"]) == pytest.approx(stats.wilcoxon(diffs).pvalue, abs=1e-6)
+        assert float(row["p_accuracy_t"]) == pytest.approx(stats.ttest_1samp(diffs, 0.0).pvalue, abs=1e-6)
     d16, d32 = paired
     assert (d16["n_pairs"], d16["left_out"], d16["wins"], d16["losses"]) == ("5", "0", "3", "2")
     assert float(d16["ci_low"]) < 0 < float(d16["ci_high"])
     assert (d32["n_pairs"], d32["left_out"], d32["wins"]) == ("4", "1", "4")
     lines = report.table.split("## Paired comparisons")[1]
     assert "- d_model=16: Log-Linear Mamba-2 \u2212 Mamba-2 (learning rates 2 vs 2): solved 0/5 vs 0/5" in lines
-    assert "accuracy (paired t, continuous) +2.0 points [\u2212" in lines
+    assert "accuracy +2.0 points [\u2212" in lines
+    assert "(paired t interval), better on 3 of 5 seeds, Wilcoxon p=" in lines
     assert "+20.2 points [" in lines and "better on 4 of 4 seeds" in lines and "1 seed(s) left out" in lines
 
 
@@ -152,8 +157,8 @@ def test_the_primary_alone_at_alpha_and_holm_over_the_secondaries(tmp_path):
 
 def test_a_primary_below_alpha_alone_is_significant_where_holm_over_everything_would_not_be():
     """8 seeds, the mixer solves every one and the baseline none: McNemar p = 2 * 0.5^8 = 0.0078, significant on
-    its own, though Holm over every test of the report (its own accuracy test, p = 0, then 14 tests of 7 comparisons
-    without a difference) would multiply it by 15, above 0.05."""
+    its own, though Holm over every test of the report (its own accuracy test, Wilcoxon p = 0.0078 too, then 14 tests
+    of 7 comparisons without a difference) would multiply it by 15, above 0.05."""
     primary = pairing("d_model=16", {s: (1.0, 0.0) for s in range(8)})
     others = [pairing(f"d_model={d}", {s: (0.5, 0.5) for s in range(8)}) for d in range(7)]
     family = holm_family([primary, *others], Primary("log_linear_mamba2", "mamba2", "solved", cell="d_model=16"))
@@ -162,7 +167,7 @@ def test_a_primary_below_alpha_alone_is_significant_where_holm_over_everything_w
     assert chosen.p == pytest.approx(2 * 0.5**8) and chosen.adjusted is None and chosen.survives
     assert holm([r.p for r in family])[family.index(chosen)] > 0.05
     assert len(family.secondaries) == len(family) - 1 == 15
-    assert all(r.adjusted is not None and r.survives == (r.pairing is primary) for r in family.secondaries)
+    assert all(r.adjusted is not None and not r.survives for r in family.secondaries)
     assert primary_line(family, declared=True).endswith(
         "exact McNemar on solved, discordant pairs 8 vs 0 of 8, p=0.008, alpha 0.05: significant.")
 
@@ -276,7 +281,8 @@ def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(
     by_length = read_csv(tmp_path / "paired_by_length.csv")
     assert [(r["test_length"], r["mean_diff"]) for r in by_length] == [("64", "0.0"), ("128", "-3.0")]
     assert float(by_length[1]["ci_low"]) == pytest.approx(-3.0 - T_975[2] * 1.0 / 3 ** 0.5)
-    assert float(by_length[1]["holm_accuracy"]) > 0.05 > float(by_length[1]["p_accuracy"])
+    assert float(by_length[1]["p_accuracy_t"]) < 0.05 < float(by_length[1]["p_accuracy"]) == 0.25
+    assert float(by_length[1]["holm_accuracy"]) >= 0.25
 
 
 def test_a_primary_test_the_runs_cannot_give_is_reported_untested_not_an_error(tmp_path):
@@ -304,3 +310,36 @@ def test_a_report_whose_only_test_is_the_primary_says_there_is_no_secondary(tmp_
     report = write_report(make_sweep(tmp_path, entries, report={"threshold": 0.99, "primary": primary}))
     assert "discordant pairs 1 vs 0 of 1, p=1.000, alpha 0.05: not significant." in report.table
     assert report.table.rstrip().endswith("The primary test is the report's only test: there is no secondary one.")
+
+
+ISSUE_DIFFS = [-86, -86, -85, -85, -84, -20, -1, 25]
+"""Per-seed differences (points) of a committed MQAR primary: most seeds lose ~85 points, three do not."""
+
+
+def example_pairing():
+    return pairing("d_model=16", {s: (0.9 + d / 100, 0.9) for s, d in enumerate(ISSUE_DIFFS)})
+
+
+def test_the_accuracy_primary_is_the_exact_wilcoxon_test_with_ties():
+    """Ties (−86 twice, −85 twice) share their mean rank; W+ = 3 (the rank of +25) and the exact two-sided p over
+    every sign pattern is 10/256 = 0.039, where the paired t gives 0.015."""
+    example = example_pairing()
+    family = holm_family([example], Primary("log_linear_mamba2", "mamba2", "accuracy"))
+    assert family.primary.p == pytest.approx(10 / 256) and "accuracy_t" not in {r.test for r in family}
+    assert primary_line(family, declared=True).endswith(
+        "Wilcoxon signed-rank on test accuracy, W+=3 over 8 nonzero differences of 8 (exact over sign flips "
+        "(ties)), p=0.039, alpha 0.05: significant.")
+    assert example.bimodal and example.interval.p == pytest.approx(0.0148, abs=1e-4)
+
+
+def test_the_paired_t_primary_needs_a_continuous_outcome_and_warns_on_bimodal_differences():
+    with pytest.raises(ConfigError, match="accuracy_t .* needs primary.outcome: continuous"):
+        Primary("log_linear_mamba2", "mamba2", "accuracy_t")
+    primary = Primary("log_linear_mamba2", "mamba2", "accuracy_t", outcome="continuous")
+    family = holm_family([example_pairing()], primary)
+    assert family.primary.test == "accuracy_t" and family.primary.p == pytest.approx(0.0148, abs=1e-4)
+    assert [r.test for r in family.secondaries] == ["solved", "accuracy"]  # the paired t is a primary only
+    line = primary_line(family, declared=True)
+    assert "paired t on test accuracy, t=" in line and "**Warning**: the paired differences look bimodal" in line
+    steady = pairing("d_model=16", {s: (0.9 + d / 100, 0.9) for s, d in enumerate([3, 4, 5, 5, 6, 7, 2, 4])})
+    assert "Warning" not in primary_line(holm_family([steady], primary), declared=True)

@@ -2,11 +2,25 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
+import numpy as np
 import pytest
+from scipy import stats
 
-from loglinear.reports.statistics import Event, holm, kaplan_meier, logrank, mcnemar_exact, t_interval, wilson
+from loglinear.reports.statistics import (
+    Event,
+    bimodal_share,
+    holm,
+    is_bimodal,
+    kaplan_meier,
+    logrank,
+    mcnemar_exact,
+    signed_rank,
+    t_interval,
+    wilson,
+)
 
 
 def test_wilson_interval():
@@ -33,6 +47,57 @@ def test_t_interval_of_a_mean():
     assert ci.p == pytest.approx(0.0742, abs=1e-4)  # t = 2 sqrt(3) on 2 degrees of freedom
     assert t_interval([0.0, 0.0]).p == 1.0 and t_interval([5.0, 5.0]).p == 0.0
     assert t_interval([1.0]) is None
+
+
+def sign_flip_p(values):
+    """Every sign pattern of the values' mean ranks, counted by hand: P(|W+ - mean| >= observed), two-sided."""
+    ranks = stats.rankdata(np.abs(values))
+    observed = ranks[np.asarray(values) > 0].sum()
+    centre = ranks.sum() / 2
+    sums = [sum(r for r, s in zip(ranks, signs, strict=True) if s)
+            for signs in itertools.product([0, 1], repeat=len(values))]
+    return np.mean([abs(w - centre) >= abs(observed - centre) - 1e-9 for w in sums])
+
+
+def test_signed_rank_is_exact_without_ties():
+    """Six differences of one sign: W+ = 21, the one pattern of 64 at each extreme, p = 2/64."""
+    result = signed_rank([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert (result.statistic, result.n, result.p, result.method) == (21.0, 6, pytest.approx(2 / 64), "exact")
+    assert signed_rank([-3.0, 1.0, 2.0, 4.0, 5.0]).p == pytest.approx(sign_flip_p([-3.0, 1.0, 2.0, 4.0, 5.0]))
+
+
+def test_signed_rank_with_ties_enumerates_every_sign_pattern():
+    """The committed MQAR primary's differences: ties share their mean rank; W+ = 3, p = 10/256 (paired t: 0.015)."""
+    diffs = [-86, -86, -85, -85, -84, -20, -1, 25]
+    result = signed_rank(diffs)
+    assert (result.statistic, result.method) == (3.0, "exact over sign flips (ties)")
+    assert result.p == pytest.approx(10 / 256) == pytest.approx(sign_flip_p(diffs))
+    tied = [1.0, 1.0, 2.0, 2.0, -3.0, 4.0, 5.0, 6.0]
+    assert signed_rank(tied).p == pytest.approx(sign_flip_p(tied))
+
+
+def test_signed_rank_drops_zero_differences():
+    assert signed_rank([0.0, 0.0, 1.0, 2.0, 3.0]).p == pytest.approx(signed_rank([1.0, 2.0, 3.0]).p) == 0.25
+    assert signed_rank([0.0, 0.0, 1.0, 2.0, 3.0]).n == 3
+    assert signed_rank([0.0, 0.0]).p == 1.0 and signed_rank([1.0]) is None
+
+
+def test_signed_rank_uses_the_normal_approximation_for_many_tied_differences():
+    diffs = [float(v) for v in range(1, 20)] + [1.0]
+    result = signed_rank(diffs)
+    assert result.method == "normal approximation"
+    assert result.p == pytest.approx(stats.wilcoxon(diffs, method="approx").pvalue)
+
+
+def test_bimodal_share_of_the_best_split():
+    """The MQAR example splits into −86..−84 and −20, −1, +25: the split holds 93% of the sum of squares."""
+    diffs = [-86, -86, -85, -85, -84, -20, -1, 25]
+    assert bimodal_share(diffs) == pytest.approx(0.932, abs=1e-3) and is_bimodal(diffs)
+    assert bimodal_share([0.0, 0.0, 10.0, 10.0]) == 1.0 and is_bimodal([0.0, 0.0, 10.0, 10.0])
+    assert not is_bimodal([3, 4, 5, 5, 6, 7, 2, 4])
+    assert bimodal_share([1.0, 2.0, 3.0]) is None and bimodal_share([2.0] * 5) == 0.0
+    # one outlier is not a second mode: groups need 2 values each
+    assert not is_bimodal([0.0, 0.1, 0.2, 0.1, 0.0, 0.2, 50.0])
 
 
 def test_kaplan_meier_with_censored_runs():

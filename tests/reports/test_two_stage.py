@@ -17,7 +17,7 @@ from loglinear.sweeps.spec import confirmation_points, expand, load_spec
 
 from .report_helpers import finished, make_sweep, row, run_entry, section_rows, table_rows
 
-PROTOCOL = {"selection_seeds": [0, 1], "confirmation_seeds": [2, 3, 4]}
+PROTOCOL = {"selection_seeds": [0, 1], "confirmation_seeds": [2, 3, 4], "allow_few_selection_seeds": True}
 
 
 def planted_sweep(folder):

@@ -41,7 +41,7 @@ def test_the_study_crosses_five_lambdas_of_each_log_linear_mixer_with_the_same_r
     assert set(arms) == {(m, lam) for m in BASES for lam in LAMBDAS} | {(b, None) for b in BASES.values()}
     assert all(points == {(lr, s) for lr in (3.0e-3, 1.0e-2, 3.0e-2) for s in (0, 9)} for points in arms.values())
     design = check_design(spec)
-    assert design.seeds == 8 and design.power == pytest.approx(0.83, abs=0.005)
+    assert design.seeds == 8 and design.power == pytest.approx(0.77, abs=0.005)  # the signed-rank test's
 
 
 def test_the_reference_arms_are_the_levels_study_runs():
@@ -83,7 +83,7 @@ def test_the_report_computes_the_declared_primary_and_ranks_the_parameterisation
     table = write_report(out).table
     primary = next(line for line in table.splitlines() if line.startswith("**Primary comparison**"))
     assert "Log-Linear Mamba-2 (λ bounded) − Log-Linear Mamba-2 (λ softplus)" in primary
-    assert "paired t" in primary and "(7 df)" in primary and primary.endswith(": significant.")
+    assert "Wilcoxon signed-rank" in primary and "W+=36 over 8" in primary and primary.endswith(": significant.")
     ranking = section_rows(table, "Ranking of the λ parameterisations")
     header, body = ranking[0], ranking[1:]
     assert header[:5] == ["Architecture", "d_model", "rank", "λ", "learning rate"]

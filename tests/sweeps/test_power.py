@@ -15,7 +15,15 @@ from scipy import stats
 
 from loglinear.cli import main
 from loglinear.runs.config import CONFIGS_DIR, ConfigError
-from loglinear.sweeps.power import best_case_p, check_design, mcnemar_power, paired_t_power
+from loglinear.sweeps.power import (
+    DesignError,
+    best_case_p,
+    check_design,
+    mcnemar_power,
+    paired_t_power,
+    signed_rank_null,
+    signed_rank_power,
+)
 from loglinear.sweeps.spec import load_spec, parse_spec
 
 from .sweep_helpers import TINY_BASE
@@ -23,14 +31,19 @@ from .sweep_helpers import TINY_BASE
 PRIMARY = {"mixer": "log_linear_mamba2", "baseline": "mamba2"}
 
 
-def spec_file(folder: Path, test: str, seeds: int, effect: dict | None = None, two_stage: bool = True) -> Path:
-    """A tiny MQAR spec of Mamba-2 and its log-linear variant whose primary is `test` on `seeds` seeds."""
+def spec_file(folder: Path, test: str, seeds: int, effect: dict | None = None, two_stage: bool = True,
+              selection: int = 4, **protocol) -> Path:
+    """A tiny MQAR spec of Mamba-2 and its log-linear variant whose primary is `test` on `seeds` seeds (`selection`
+    selection seeds under the two-stage protocol)."""
     primary = {**PRIMARY, "test": test, **({"effect": effect} if effect else {})}
+    if test == "accuracy_t":
+        primary["outcome"] = "continuous"
     spec = {"name": "power", "base": {k: v for k, v in TINY_BASE.items() if k != "model.mixer"},
             "grid": {"model.mixer": ["mamba2", "log_linear_mamba2"]},
             "report": {"threshold": 0.99, "plateau": 0.5, "primary": primary}}
     if two_stage:
-        spec["protocol"] = {"selection_seeds": [100], "confirmation_seeds": list(range(seeds))}
+        spec["protocol"] = {"selection_seeds": list(range(100, 100 + selection)),
+                            "confirmation_seeds": list(range(seeds)), **protocol}
     else:
         spec["zip"] = [{"train.seed": list(range(seeds)), "data.seed": list(range(seeds))}]
     path = folder / "power.yaml"
@@ -74,7 +87,32 @@ def test_the_log_rank_best_case_tries_every_pattern_of_ties(n):
 
 
 def test_the_paired_t_can_reach_any_p_from_two_seeds():
-    assert best_case_p("accuracy", 1) == 1.0 and best_case_p("accuracy", 2) == 0.0
+    assert best_case_p("accuracy_t", 1) == 1.0 and best_case_p("accuracy_t", 2) == 0.0
+
+
+@pytest.mark.parametrize("n", [1, 5, 6, 8])
+def test_the_signed_rank_best_case_is_every_difference_of_one_sign(n):
+    assert best_case_p("accuracy", n) == pytest.approx(stats.wilcoxon(np.arange(1.0, n + 1), method="exact").pvalue)
+    assert best_case_p("accuracy", 5) > 0.05 > best_case_p("accuracy", 6) == 2 / 64
+
+
+@pytest.mark.parametrize("n", [1, 4, 7])
+def test_the_signed_rank_null_counts_the_subsets_of_ranks(n):
+    sums = [sum(c) for k in range(n + 1) for c in itertools.combinations(range(1, n + 1), k)]
+    assert signed_rank_null(n).tolist() == pytest.approx([sums.count(w) / 2**n for w in range(n * (n + 1) // 2 + 1)])
+
+
+def test_signed_rank_power_matches_scipy_on_independent_draws():
+    """Power of the exact test on 8 normal differences shifted by 1 sd, against scipy's own test on other draws;
+    with no shift it is the test's exact size, 10/256 (W+ <= 3 or >= 33)."""
+    draws = np.random.default_rng(1).normal(1.0, 1.0, size=(20_000, 8))
+    simulated = np.mean(stats.wilcoxon(draws, axis=1, method="exact").pvalue <= 0.05)
+    assert signed_rank_power(1.0, 8) == pytest.approx(simulated, abs=0.012)
+    assert signed_rank_power(0.0, 8) == pytest.approx(10 / 256, abs=0.002)
+    assert signed_rank_power(-1.0, 8) == pytest.approx(signed_rank_power(1.0, 8), abs=0.006)
+    assert signed_rank_power(1.0, 5) == 0.0 and signed_rank_power(2.0, 60) == pytest.approx(1.0)
+    # about 3/pi as efficient as the t on normal differences: a little below it, never above by more than noise
+    assert paired_t_power(1.0, 8) - 0.1 < signed_rank_power(1.0, 8) < paired_t_power(1.0, 8)
 
 
 def reference_mcnemar_power(mixer: float, baseline: float, n: int) -> float:
@@ -143,11 +181,58 @@ def test_a_design_that_can_reach_alpha_prints_its_power(tmp_path, capsys):
 
 
 def test_the_accuracy_effect_is_standardized_and_its_power_printed(tmp_path, capsys):
+    code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy_t", 8, {"standardized": 1.0})), "--dry-run",
+                 "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert code == 0 and "paired t on test accuracy, 8 seeds: any p from 2 seeds on, alpha 0.05; power 0.68 for a " \
+                         "paired difference of 1 standard deviations" in err
     code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy", 8, {"standardized": 1.0})), "--dry-run",
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
-    assert code == 0 and "8 seeds: any p from 2 seeds on, alpha 0.05; power 0.68 for a paired difference of 1 " \
-                         "standard deviations" in err
+    assert code == 0 and (f"Wilcoxon signed-rank on test accuracy, 8 seeds: best-case p 0.0078, alpha 0.05; power "
+                          f"{signed_rank_power(1.0, 8):.2f} for a paired difference of 1 standard deviations") in err
+
+
+def test_the_rank_test_on_five_seeds_is_refused(tmp_path, capsys):
+    code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy", 5)), "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1
+    assert "(Wilcoxon signed-rank on test accuracy) cannot reach alpha 0.05 with 5 seeds (best-case p 0.0625); it " \
+           "needs at least 6 confirmation seeds" in err[0]
+
+
+def test_the_paired_t_without_a_continuous_outcome_is_refused_in_one_line(tmp_path, capsys):
+    raw = yaml.safe_load(spec_file(tmp_path, "accuracy_t", 8).read_text())
+    del raw["report"]["primary"]["outcome"]
+    path = tmp_path / "no_outcome.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    code = main(["sweep", "run", str(path), "--dry-run"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "accuracy_t (paired t) needs primary.outcome: continuous" in err[0]
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_fewer_than_four_selection_seeds_are_refused_before_anything(tmp_path, capsys, dry_run):
+    out = tmp_path / "out"
+    code = main(["sweep", "run", str(spec_file(tmp_path, "solved", 8, selection=2)), "--out", str(out), "--quiet",
+                 *(["--dry-run"] if dry_run else [])])
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and captured.out == "" and not out.exists()
+    assert "protocol.selection_seeds has 2 seed(s)" in lines[0]
+    assert lines[0].endswith("give at least 4, or set protocol.allow_few_selection_seeds: true")
+
+
+def test_a_protocol_may_opt_out_of_the_selection_seeds_minimum(tmp_path, capsys):
+    path = spec_file(tmp_path, "solved", 8, selection=2, allow_few_selection_seeds=True)
+    assert main(["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    assert main(["sweep", "run", str(spec_file(tmp_path, "solved", 8, selection=4)), "--dry-run",
+                 "--out", str(tmp_path / "out")]) == 0
+    raw = yaml.safe_load(spec_file(tmp_path, "solved", 8, selection=1).read_text())
+    del raw["report"]["primary"]  # the minimum holds without a primary too
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["sweep", "run", str(path), "--dry-run"]) == 2
+    assert "protocol.selection_seeds has 1 seed(s)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("test", "effect", "match"), [
@@ -162,9 +247,18 @@ def test_an_effect_that_does_not_fit_its_test_is_a_config_error(tmp_path, test, 
         parse_spec(raw)
 
 
-def test_every_committed_spec_with_a_primary_can_reach_alpha():
+FIVE_SEED_RANK_PRIMARIES = {"parity_gdn_confirm_cpu", "state_tracking_cpu", "state_tracking_s3_cpu"}
+"""Committed specs whose primary, declared as the paired t, is now the signed-rank test, which 5 seeds cannot take
+below 0.0625: refused until they have 6 (their headers say so)."""
+
+
+def test_every_committed_spec_with_a_primary_can_reach_alpha_or_is_refused_for_its_five_seeds():
     """The demo (3 seeds, log-rank best case 0.022) and the studies keep running."""
     for path in sorted((CONFIGS_DIR / "sweeps").glob("*.yaml")):
         spec = load_spec(path)
+        if path.stem in FIVE_SEED_RANK_PRIMARIES:
+            with pytest.raises(DesignError, match="with 5 seeds .* at least 6 confirmation seeds"):
+                check_design(spec)
+            continue
         design = check_design(spec)
         assert design is None or design.best_p <= 0.05, path.name

@@ -22,9 +22,11 @@ from loglinear.reports.tables import length_labels, markdown_table, pct_text, te
 PAIRED_NOTE = (
     "Each comparison: the learning rates each side chose among; per shared seed, the exact McNemar test of "
     "`solved` (test accuracy above {pct}%){plateau}; the log-rank test of the steps to {pct}% on validation (all runs "
-    "of each side); and the paired Student-t 95% interval of the difference in test accuracy (percentage points), "
-    "which treats accuracy as continuous and roughly normal, so it misleads when runs either solve the task or "
-    "stay on a plateau. The primary comparison, declared by the spec before the runs, is tested alone at alpha "
+    "of each side); and the Wilcoxon signed-rank test of the paired differences in test accuracy (exact where it "
+    "can be; zero differences dropped), beside the paired Student-t 95% interval of their mean (percentage points) "
+    "as the effect size, marked `bimodal` when two groups of seeds explain most of the differences' spread (the "
+    "mean then lies between them). The primary comparison, declared by the spec before the runs, is tested alone at "
+    "alpha "
     "{alpha:g} (its own line below); every other test is secondary: `Holm`, its p-value adjusted by "
     "Holm-Bonferroni over the {n} secondary tests of this report (family-wise error {alpha:g}); `survives`: "
     "adjusted p <= {alpha:g}."
@@ -76,9 +78,11 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
     if ci is None:
         parts.append(f"accuracy {signed(p.diffs[0])} points, one pair (no interval)")
     else:
-        parts.append(f"accuracy (paired t, continuous) {signed(ci.estimate)} points [{signed(ci.low)}, "
-                     f"{signed(ci.high)}], better on {p.wins} of {p.n_pairs} seeds"
-                     + (f", {_p(tests['accuracy'])}" if "accuracy" in tests else ""))
+        bimodal = ", bimodal" if p.bimodal else ""
+        parts.append(f"accuracy {signed(ci.estimate)} points [{signed(ci.low)}, {signed(ci.high)}] (paired t "
+                     f"interval{bimodal}), better on {p.wins} of {p.n_pairs} seeds"
+                     + (f", Wilcoxon {_p(tests['accuracy'])}" if "accuracy" in tests else "")
+                     + (f", paired t {_p(tests['accuracy_t'])}" if "accuracy_t" in tests else ""))
     text = f"{head} ({chosen}): " + "; ".join(parts)
     if p.left_out:
         text += f"; {len(p.left_out)} seed(s) left out, without a result on one side"

@@ -7,12 +7,16 @@ d_model), each side is one arm at its own selected learning rate (`results.selec
 choose among their learning rates, and say how many); under the two-stage protocol the pairs are the
 confirmation seeds' runs. A seed on one side only is left out and counted.
 
-Each comparison has up to four tests (`sweeps.protocol.TESTS`, statistics in `statistics`):
+Each comparison has up to four tests, five with a paired-t primary (`sweeps.protocol.TESTS`, statistics in
+`statistics`):
 - solved: exact McNemar on the paired outcomes "test accuracy above the threshold";
 - escaped: the same above the plateau threshold, when the spec sets one;
 - steps: log-rank on the steps to the threshold on validation (every run of each side, censored at its end);
-- accuracy: Student's t interval of the paired differences of test accuracy, which treats accuracy as a
-  continuous, roughly normal outcome (bimodal runs break that: read the three others first).
+- accuracy: the Wilcoxon signed-rank test of the paired differences of test accuracy (exact where it can be),
+  which needs no normality: runs that either solve or stay on a plateau do not break it.
+Every comparison also shows Student's t interval of the mean paired difference, the effect size, and whether the
+differences look bimodal (`statistics.is_bimodal`: the interval then summarises two groups of seeds). The paired
+t is a test only as a declared primary (`accuracy_t`, for an outcome the spec declares continuous).
 `holm_family` marks the primary comparison the spec declares, tested alone at ALPHA, and adjusts every other
 p-value of a report (the secondaries) together with Holm's method.
 """
@@ -36,7 +40,18 @@ from loglinear.reports.results import (
     is_log_linear,
     mixer_rank,
 )
-from loglinear.reports.statistics import ALPHA, Event, Interval, holm, logrank, mcnemar_exact, t_interval
+from loglinear.reports.statistics import (
+    ALPHA,
+    Event,
+    Interval,
+    SignedRank,
+    holm,
+    is_bimodal,
+    logrank,
+    mcnemar_exact,
+    signed_rank,
+    t_interval,
+)
 from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import Primary
 
@@ -45,7 +60,7 @@ COLUMNS = (
     "solved_mixer", "solved_baseline", "only_mixer_solved", "only_baseline_solved", "p_solved",
     "escaped_mixer", "escaped_baseline", "p_escaped", "p_steps",
     "mean_diff", "ci_low", "ci_high", "p_accuracy", "wins", "losses", "left_out",
-    "holm_solved", "holm_escaped", "holm_steps", "holm_accuracy", "primary",
+    "holm_solved", "holm_escaped", "holm_steps", "holm_accuracy", "primary", "p_accuracy_t", "bimodal",
 )
 MINUS = "\u2212"
 
@@ -91,6 +106,16 @@ class Pairing:
         return t_interval(self.diffs)
 
     @property
+    def rank_test(self) -> SignedRank | None:
+        """The Wilcoxon signed-rank test of the differences (None for fewer than 2 pairs)."""
+        return signed_rank(self.diffs)
+
+    @property
+    def bimodal(self) -> bool:
+        """Whether the differences split into two groups that explain most of their spread (4 pairs or more)."""
+        return is_bimodal(self.diffs)
+
+    @property
     def wins(self) -> int:
         return sum(d > 0 for d in self.diffs)
 
@@ -105,8 +130,9 @@ class Pairing:
         return (sum(a for a, _ in above), sum(b for _, b in above),
                 sum(a and not b for a, b in above), sum(b and not a for a, b in above))
 
-    def tests(self) -> dict[str, float]:
-        """{test: p-value} of the tests this comparison has (none without a pair)."""
+    def tests(self, paired_t: bool = False) -> dict[str, float]:
+        """{test: p-value} of the tests this comparison has (none without a pair); `paired_t`: with the paired t
+        (`accuracy_t`), which is tested only as the declared primary."""
         if self.reason is not None:
             return {}
         found = {"solved": mcnemar_exact(*self.outcomes(self.threshold)[2:])}
@@ -115,9 +141,12 @@ class Pairing:
         steps = logrank(*self.passages) if self.length is None else None
         if steps is not None:
             found["steps"] = steps
+        ranks = self.rank_test
+        if ranks is not None:
+            found["accuracy"] = ranks.p
         interval = self.interval
-        if interval is not None and interval.p is not None:
-            found["accuracy"] = interval.p
+        if paired_t and interval is not None and interval.p is not None:
+            found["accuracy_t"] = interval.p
         return found
 
     def matches(self, primary: Primary) -> bool:
@@ -141,6 +170,7 @@ class Pairing:
             "ci_low": _round(ci and ci.low), "ci_high": _round(ci and ci.high),
             "wins": self.wins, "losses": self.losses, "left_out": len(self.left_out),
             "primary": next((r.test for r in mine.values() if r.primary), None),
+            "p_accuracy_t": _round(ci and ci.p), "bimodal": self.bimodal,
         }
         for test in ("solved", "escaped", "steps", "accuracy"):
             row[f"p_{test}"] = _round(tests.get(test))
@@ -191,7 +221,9 @@ def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> Family:
     test without a plateau threshold, is a ConfigError naming the comparisons there are; one whose test the runs
     cannot give (no run reached the threshold, fewer than two pairs) is reported as untested, never dropped."""
     pairings = list(pairings)
-    results = Family(TestResult(p, test, value) for p in pairings for test, value in p.tests().items())
+    paired_t = primary is not None and primary.test == "accuracy_t"
+    results = Family(TestResult(p, test, value) for p in pairings
+                     for test, value in p.tests(paired_t and p.matches(primary)).items())  # type: ignore[arg-type]
     if primary is not None:
         matching = [p for p in pairings if p.matches(primary)]
         if len(matching) != 1 or (primary.test == "escaped" and matching[0].plateau is None):

@@ -21,12 +21,17 @@ def primary_line(family: Family, declared: bool) -> str:
         return ("No primary comparison: the spec declares none, so every test below is secondary."
                 if not declared else f"{head}: not tested.")
     verdict = "significant" if result.survives else "not significant"
-    return (f"{head}: {result.pairing.name}: {TEST_NAMES[result.test]}, {statistic_text(result)}, "
+    line = (f"{head}: {result.pairing.name}: {TEST_NAMES[result.test]}, {statistic_text(result)}, "
             f"p={p_text(result.p)}, alpha {ALPHA:g}: {verdict}.")
+    if result.test == "accuracy_t" and result.pairing.bimodal:
+        line += (" **Warning**: the paired differences look bimodal (two groups of seeds explain most of their "
+                 "spread), so the paired t's normal model does not fit them: read the Wilcoxon test and the solve "
+                 "rates beside it.")
+    return line
 
 
 def statistic_text(result: TestResult) -> str:
-    """What the test computed from the runs: the discordant pairs, the log-rank z or Student's t."""
+    """What the test computed from the runs: the discordant pairs, the log-rank z, the signed ranks or Student's t."""
     pairing = result.pairing
     if result.test in ("solved", "escaped"):
         threshold = pairing.threshold if result.test == "solved" else pairing.plateau
@@ -35,5 +40,8 @@ def statistic_text(result: TestResult) -> str:
     if result.test == "steps":
         z, _ = logrank_test(*pairing.passages)  # type: ignore[misc]
         return f"log-rank z={z:.2f} ({len(pairing.passages[0])} vs {len(pairing.passages[1])} runs)"
+    if result.test == "accuracy":
+        ranks = pairing.rank_test
+        return f"W+={ranks.statistic:g} over {ranks.n} nonzero differences of {pairing.n_pairs} ({ranks.method})"  # type: ignore[union-attr]
     t = stats.ttest_1samp(pairing.diffs, 0.0).statistic
     return f"t={t:.2f} ({pairing.n_pairs - 1} df)"

@@ -21,6 +21,7 @@ from loglinear.reports.plots import write_plots
 from loglinear.reports.ranking import lambda_ranking
 from loglinear.reports.recall_levels import write_recall_report
 from loglinear.reports.results import Sweep, load_sweep
+from loglinear.reports.stability import format_stability, selection_stability, stability_summary
 from loglinear.reports.tables import (
     accuracy_note,
     format_cell,
@@ -60,6 +61,13 @@ EDGE_NOTE = (
     "rates beyond that edge on the selection seeds (up to `protocol.extensions`) before confirmation: a mark left "
     "here is a pick still at an edge after them, and the two sides of a comparison may then have compared different "
     "numbers of rates (each by the same rule; the comparisons list both)."
+)
+
+STABILITY_NOTE = (
+    "Each cell's pick on its selection runs (the validation accuracy of the final weights): the chosen learning rate, "
+    "`by +m over r`: its mean validation accuracy minus that of the next best rate r (percentage points); `kept k/n`: "
+    "of the n picks made again with one selection seed left out, k choose the same rate. A small margin or a pick "
+    "that one seed changes was decided by which seeds learned, not by the rate."
 )
 
 EQUAL_STATE_NOTE = (
@@ -146,6 +154,9 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
               pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
               "## Selected learning rate of each cell (of how many)\n", pivot(sweep, cells, format_config),
               EDGE_NOTE]
+    stability = selection_stability(sweep)
+    parts += ["## Selection stability\n", pivot(sweep, {k: format_stability(v) for k, v in stability.items()}, str),
+              STABILITY_NOTE, stability_summary(stability)]
     ranking = lambda_ranking(sweep, cells)
     if ranking:
         parts += ["## Ranking of the λ parameterisations\n", ranking, RANKING_NOTE.format(pct=pct)]

@@ -391,19 +391,30 @@ def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable],
     cells = {}
     for cell_key, by_lr in groups.items():
         choosing = {lr: [r for r in runs if r.stage != CONFIRMATION] for lr, runs in by_lr.items()}
-        scored = {}
-        for lr, runs in choosing.items():
-            values = [v for v in (r.val_score for r in runs) if v is not None]
-            if values:
-                scored[lr] = mean_std(values)[0]
+        scored = mean_val_scores(choosing)
         rates = tuple(sorted(lr for lr, runs in choosing.items() if runs))
         reported = {lr: [r for r in runs if (r.stage == CONFIRMATION) == two_stage] for lr, runs in by_lr.items()}
         if scored:
-            best = max(sorted(scored), key=lambda lr: scored[lr])
+            best = best_rate(scored)
             cells[cell_key] = Cell(best, reported[best], len(rates), rates)
         else:
             cells[cell_key] = Cell(None, [r for runs in reported.values() for r in runs], len(rates), rates)
     return cells
+
+
+def mean_val_scores(by_lr: dict[float, list[Record]]) -> dict[float, float]:
+    """{lr: mean validation score of its finished runs}, for the rates that have one."""
+    scored = {}
+    for lr, runs in by_lr.items():
+        values = [v for v in (r.val_score for r in runs) if v is not None]
+        if values:
+            scored[lr] = mean_std(values)[0]
+    return scored
+
+
+def best_rate(scored: dict[float, float]) -> float:
+    """The selection rule: the rate with the best mean validation score, ties to the smaller rate."""
+    return max(sorted(scored), key=lambda lr: scored[lr])
 
 
 def selected_points(sweep: Sweep) -> list[dict[str, Any]]:

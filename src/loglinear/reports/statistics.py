@@ -5,6 +5,10 @@
   discordant pairs (mixer solved and baseline not, against the reverse);
 - `t_interval`: Student's t interval of a mean and the p-value of mean = 0 (paired differences of continuous
   accuracy, and accuracy given solved), which assumes roughly normal values;
+- `signed_rank`: the Wilcoxon signed-rank test of paired differences (the accuracy test), which assumes only that
+  they are symmetric about their median under the null: exact where it can be;
+- `bimodal_share`: how much of the paired differences' spread two separated groups explain (the report's warning
+  that a t interval, or a mean, summarises runs that either learned or did not);
 - `kaplan_meier`, `logrank` and `logrank_test`: time to an event (steps until validation accuracy first passes a
   threshold), right-censored at the step where a run ended without passing it;
 - `holm`: Holm-Bonferroni adjusted p-values over a family of tests (scipy has no Holm).
@@ -88,6 +92,69 @@ def t_interval(values: Sequence[float]) -> Interval | None:
     if np.all(array == array[0]):
         return Interval(mean, mean, mean, 1.0 if mean == 0 else 0.0)
     return Interval(mean, float(ci.low), float(ci.high), float(result.pvalue))
+
+
+SIGN_FLIPS = 16
+"""Up to this many nonzero differences with ties, `signed_rank` enumerates every sign pattern (2^16 = 65,536)."""
+EXACT_RANKS = 50
+"""Up to this many nonzero differences without ties, `signed_rank` uses the exact null distribution (scipy's)."""
+BIMODAL_SHARE = 0.9
+"""Paired differences are flagged bimodal when a split into two groups explains at least this share of their
+spread (`bimodal_share`); docs/reports.md has its false-alarm rate on normal differences."""
+
+
+@dataclass(frozen=True)
+class SignedRank:
+    """A Wilcoxon signed-rank test: `statistic` the sum of the ranks of the positive differences (W+) over the
+    `n` nonzero ones, its two-sided `p`, and `method`: exact, exact over sign flips (ties), or normal."""
+
+    statistic: float
+    n: int
+    p: float
+    method: str
+
+
+def signed_rank(values: Sequence[float]) -> SignedRank | None:
+    """The two-sided Wilcoxon signed-rank test of median 0 (None for fewer than 2 values). Zero differences are
+    dropped (Wilcoxon's rule: they carry no sign), tied absolute values share their mean rank. Without ties: the
+    exact null distribution up to EXACT_RANKS differences; with ties: the exact distribution over every sign
+    pattern of the observed ranks up to SIGN_FLIPS; beyond: the normal approximation (tie-corrected). No nonzero
+    difference: p = 1."""
+    if len(values) < 2:
+        return None
+    nonzero = np.asarray([v for v in values if v != 0], dtype=float)
+    n = len(nonzero)
+    if n == 0:
+        return SignedRank(0.0, 0, 1.0, "no nonzero difference")
+    tied = len(np.unique(np.abs(nonzero))) < n
+    if not tied and n <= EXACT_RANKS:
+        method, how = "exact", "exact"
+    elif tied and n <= SIGN_FLIPS:
+        method, how = stats.PermutationMethod(n_resamples=2**n), "exact over sign flips (ties)"
+    else:
+        method, how = "approx", "normal approximation"
+    result = stats.wilcoxon(nonzero, method=method, alternative="two-sided")
+    ranks = stats.rankdata(np.abs(nonzero))
+    return SignedRank(float(ranks[nonzero > 0].sum()), n, min(1.0, float(result.pvalue)), how)
+
+
+def bimodal_share(values: Sequence[float]) -> float | None:
+    """The largest share of the values' sum of squares that lies between two groups, over the splits of the sorted
+    values into two groups of at least 2 (None for fewer than 4 values; 0 when they are all equal)."""
+    array = np.sort(np.asarray(values, dtype=float))
+    if len(array) < 4:
+        return None
+    total = float(((array - array.mean()) ** 2).sum())
+    if total == 0:
+        return 0.0
+    within = min(float(((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum())
+                 for a, b in (np.split(array, [k]) for k in range(2, len(array) - 1)))
+    return 1 - within / total
+
+
+def is_bimodal(values: Sequence[float]) -> bool:
+    share = bimodal_share(values)
+    return share is not None and share >= BIMODAL_SHARE
 
 
 def _censored(events: Sequence[Event]) -> stats.CensoredData:

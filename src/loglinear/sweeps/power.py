@@ -5,9 +5,13 @@ The best case of each test on n paired seeds:
 - solved, escaped (exact McNemar): every pair discordant one way, p = 2 * 0.5^n;
 - steps (log-rank, n runs a side): every run of one side reaches the threshold before any of the other side,
   whose runs are all censored at the end (the smallest over the patterns of ties among the passing runs);
-- accuracy (paired t): unbounded from n = 2 on, so only the power for a stated effect says anything.
+- accuracy (exact Wilcoxon signed-rank): every difference of one sign and no ties, p = 2 * 0.5^n;
+- accuracy_t (paired t): unbounded from n = 2 on, so only the power for a stated effect says anything.
 Power, for `report.primary.effect`: McNemar by exact enumeration of the pairs' outcomes (each side solving
-independently at its stated rate), the paired t from the noncentral t distribution (normal differences).
+independently at its stated rate); the paired t from the noncentral t distribution (normal differences); the
+signed-rank test by a seeded simulation of normal differences against its exact rejection region.
+
+A two-stage protocol needs MIN_SELECTION_SEEDS selection seeds unless it opts out (`allow_few_selection_seeds`).
 """
 
 from __future__ import annotations
@@ -16,16 +20,27 @@ import itertools
 import math
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats
 
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.protocol import ALPHA, RATE_TESTS, SEED_KEYS, TEST_NAMES, Effect, Primary
+from loglinear.sweeps.protocol import (
+    ALPHA,
+    MIN_SELECTION_SEEDS,
+    RATE_TESTS,
+    SEED_KEYS,
+    TEST_NAMES,
+    Effect,
+    Primary,
+)
 from loglinear.sweeps.spec import SweepSpec, points
 
 LOGRANK_TIES = 6
 """Up to this many seeds a side, `logrank_best_case` tries every pattern of ties (462 at 6)."""
 MAX_SEEDS = 200
 """Where the search for the smallest number of seeds that could work gives up."""
+SIMULATIONS, SIMULATION_SEED = 100_000, 0
+"""The draws of `signed_rank_power` (its standard error is at most 0.0016) and their seed."""
 
 
 class DesignError(ConfigError):
@@ -34,7 +49,8 @@ class DesignError(ConfigError):
 
 @dataclass(frozen=True)
 class Design:
-    """The primary comparison's test, its seeds, the best p-value they can give, and the power for the effect."""
+    """The primary comparison's test, its seeds, the best p-value they can give, and the power for the effect
+    (`primary` None: a spec without one, whose protocol passed the check of its selection seeds)."""
 
     primary: Primary
     seeds: int
@@ -45,7 +61,7 @@ class Design:
         effect = self.primary.effect
         power = ("no effect stated (report.primary.effect)" if self.power is None
                  else f"power {self.power:.2f} for {effect_text(self.primary.test, effect)}")  # type: ignore[arg-type]
-        best = "any p from 2 seeds on" if self.primary.test == "accuracy" else f"best-case p {self.best_p:.2g}"
+        best = "any p from 2 seeds on" if self.primary.test == "accuracy_t" else f"best-case p {self.best_p:.2g}"
         return (f"primary {self.primary.mixer} vs {self.primary.baseline}, {TEST_NAMES[self.primary.test]}, "
                 f"{self.seeds} seeds: {best}, alpha {ALPHA}; {power}")
 
@@ -58,7 +74,9 @@ def confirmation_seeds(spec: SweepSpec) -> int:
 
 
 def check_design(spec: SweepSpec) -> Design | None:
-    """The spec's primary design (None without a primary); a DesignError when its best case is above ALPHA."""
+    """The spec's primary design (None without a primary); a DesignError when its best case is above ALPHA, or
+    when its two-stage protocol has fewer than MIN_SELECTION_SEEDS selection seeds and does not opt out."""
+    check_selection_seeds(spec)
     primary = spec.report.primary
     if primary is None:
         return None
@@ -73,9 +91,22 @@ def check_design(spec: SweepSpec) -> Design | None:
     return Design(primary, n, best, power)
 
 
+def check_selection_seeds(spec: SweepSpec) -> None:
+    """A DesignError for a two-stage protocol with fewer than MIN_SELECTION_SEEDS selection seeds, unless it opts
+    out with `protocol.allow_few_selection_seeds`."""
+    protocol = spec.protocol
+    if protocol is None or protocol.allow_few_selection_seeds:
+        return
+    n = len(set(protocol.selection_seeds))
+    if n < MIN_SELECTION_SEEDS:
+        raise DesignError(f"{spec.path or spec.name}: protocol.selection_seeds has {n} seed(s); a learning rate "
+                          f"picked on fewer than {MIN_SELECTION_SEEDS} can flip with one seed of a bimodal outcome: "
+                          f"give at least {MIN_SELECTION_SEEDS}, or set protocol.allow_few_selection_seeds: true")
+
+
 def best_case_p(test: str, n: int) -> float:
     """The smallest p-value `test` can give on n seeds (n runs a side for the log-rank)."""
-    if test in RATE_TESTS:
+    if test in (*RATE_TESTS, "accuracy"):
         return 2 * 0.5**n if n > 0 else 1.0
     if test == "steps":
         return logrank_best_case(n)
@@ -97,6 +128,8 @@ def power_of(test: str, effect: Effect, n: int) -> float:
     """The probability that the primary test gives p <= ALPHA on n seeds under `effect`."""
     if test in RATE_TESTS:
         return mcnemar_power(effect.mixer, effect.baseline, n)  # type: ignore[arg-type]
+    if test == "accuracy":
+        return signed_rank_power(effect.standardized, n)  # type: ignore[arg-type]
     return paired_t_power(effect.standardized, n)  # type: ignore[arg-type]
 
 
@@ -122,6 +155,34 @@ def paired_t_power(standardized: float, n: int) -> float:
     upper, lower = stats.nct.sf(critical, df, shift), stats.nct.cdf(-critical, df, shift)
     # scipy gives nan for a tail too far out to matter (a probability below 1e-15)
     return float(sum(0.0 if math.isnan(tail) else tail for tail in (upper, lower)))
+
+
+def signed_rank_null(n: int) -> np.ndarray:
+    """P(W+ = w) for w = 0 .. n(n+1)/2 under the null (n nonzero differences without ties, each sign 1/2): the
+    count of subsets of the ranks 1..n summing to w, over 2^n."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for rank in range(1, n + 1):
+        counts[rank:] = counts[rank:] + counts[:-rank].copy()
+    return counts / 2.0**n
+
+
+def signed_rank_rejects(n: int) -> np.ndarray:
+    """For each W+ of n differences without ties, whether the exact two-sided signed-rank p is at most ALPHA."""
+    null = signed_rank_null(n)
+    below, above = np.cumsum(null), np.cumsum(null[::-1])[::-1]
+    return np.minimum(1.0, 2 * np.minimum(below, above)) <= ALPHA + 1e-12
+
+
+def signed_rank_power(standardized: float, n: int) -> float:
+    """Two-sided exact signed-rank test at ALPHA on n normal differences whose mean is `standardized` standard
+    deviations, by SIMULATIONS draws seeded with SIMULATION_SEED (the same number for the same design)."""
+    if n < 1:
+        return 0.0
+    draws = np.random.default_rng(SIMULATION_SEED).normal(standardized, 1.0, size=(SIMULATIONS, n))
+    ranks = np.abs(draws).argsort(axis=1).argsort(axis=1) + 1
+    positive = np.where(draws > 0, ranks, 0).sum(axis=1)
+    return float(signed_rank_rejects(n)[positive].mean())
 
 
 def effect_text(test: str, effect: Effect) -> str:

@@ -6,15 +6,19 @@
       primary:                       # the one comparison declared in advance (the others are secondary)
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
-        test: solved                 # solved, escaped (McNemar), steps (log-rank) or accuracy (paired t)
+        test: solved                 # solved, escaped (McNemar), steps (log-rank), accuracy (Wilcoxon
+                                     # signed-rank) or accuracy_t (paired t: only with outcome: continuous)
+        outcome: continuous          # optional: declares test accuracy a continuous outcome (accuracy_t needs it)
         cell: d_model=16             # the report's cell name, needed when the sweep has several cells
         length: 160                  # state tracking: the comparison at one test length
         effect: {mixer: 0.9, baseline: 0.3}   # optional: what the design must detect (solve rates for solved
-                                              # and escaped, {standardized: 1.0} for accuracy); its power is printed
+                                              # and escaped, {standardized: 1.0} for accuracy and accuracy_t:
+                                              # normal paired differences shifted by 1 sd); its power is printed
     protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
-      selection_seeds: [0, 1, 2]     # stage 1: every configuration; each arm's lr chosen on validation
-      confirmation_seeds: [3, 4, 5]  # stage 2: the chosen configurations only; the report's test accuracy
+      selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
+      confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
       extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
+      allow_few_selection_seeds: false   # true: accept fewer than MIN_SELECTION_SEEDS selection seeds
 
 A seed of the protocol sets both `train.seed` and `data.seed`, so the spec itself must not set them.
 Both mappings are typed: an unknown key or a value of the wrong kind is a ConfigError naming it.
@@ -31,11 +35,20 @@ from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.runs.config import SOLVED, ConfigError
 
-TESTS = ("solved", "escaped", "steps", "accuracy")
+TESTS = ("solved", "escaped", "steps", "accuracy", "accuracy_t")
 """What a comparison tests: solved and escaped (exact McNemar on paired outcomes), steps (log-rank on the steps
-to the threshold), accuracy (paired t interval of test accuracy)."""
+to the threshold), accuracy (Wilcoxon signed-rank on the paired test accuracies), accuracy_t (paired t on them: a
+primary only, for an outcome the spec declares continuous)."""
 TEST_NAMES = {"solved": "exact McNemar on solved", "escaped": "exact McNemar on escaped",
-              "steps": "log-rank on the steps to the threshold", "accuracy": "paired t on test accuracy"}
+              "steps": "log-rank on the steps to the threshold", "accuracy": "Wilcoxon signed-rank on test accuracy",
+              "accuracy_t": "paired t on test accuracy"}
+SHIFT_TESTS = ("accuracy", "accuracy_t")
+"""The tests of paired accuracy differences, whose effect is a standardized shift."""
+OUTCOMES = ("continuous",)
+"""What `primary.outcome` may declare: continuous, the one outcome the paired t may test."""
+MIN_SELECTION_SEEDS = 4
+"""Fewer selection seeds are refused unless the protocol opts out: a mean of two runs of a bimodal outcome picks
+a learning rate by which seeds happened to learn (docs/reports.md, "Selection stability")."""
 RATE_TESTS = ("solved", "escaped")
 """The tests of paired binary outcomes (exact McNemar), whose effect is a pair of solve rates."""
 ALPHA = 0.05
@@ -46,8 +59,8 @@ SEED_KEYS = ("train.seed", "data.seed")
 
 @dataclass
 class Effect:
-    """The effect the primary comparison must detect: each side's solve rate (solved, escaped), or the paired
-    accuracy difference in standard deviations of the differences (accuracy)."""
+    """The effect the primary comparison must detect: each side's solve rate (solved, escaped), or the mean paired
+    accuracy difference in standard deviations of normal differences (accuracy, accuracy_t)."""
 
     mixer: float | None = None
     baseline: float | None = None
@@ -63,10 +76,16 @@ class Primary:
     length: int | None = None
     equal_state: bool = False
     effect: Effect | None = None
+    outcome: str | None = None
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:
             raise ConfigError(f"primary.test must be one of {', '.join(TESTS)}, got {self.test!r}")
+        if self.outcome is not None and self.outcome not in OUTCOMES:
+            raise ConfigError(f"primary.outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}")
+        if self.test == "accuracy_t" and self.outcome != "continuous":
+            raise ConfigError("primary.test accuracy_t (paired t) needs primary.outcome: continuous, declared before "
+                              "the runs; for accuracy that runs either reach or not, use test: accuracy (Wilcoxon)")
         if self.effect is not None:
             _check_effect(self.test, self.effect)
 
@@ -77,9 +96,9 @@ def _check_effect(test: str, effect: Effect) -> None:
         if None in rates or effect.standardized is not None or not all(0.0 <= r <= 1.0 for r in rates):
             raise ConfigError(f"primary.effect of the {test} test: mixer and baseline, solve rates in [0, 1], "
                               f"got {effect}")
-    elif test == "accuracy":
+    elif test in SHIFT_TESTS:
         if rates != (None, None) or effect.standardized is None or effect.standardized == 0:
-            raise ConfigError(f"primary.effect of the accuracy test: standardized, the mean paired difference over "
+            raise ConfigError(f"primary.effect of the {test} test: standardized, the mean paired difference over "
                               f"the differences' standard deviation (not 0), got {effect}")
     else:
         raise ConfigError("primary.effect: the log-rank test of steps has no exact power here; leave effect out")
@@ -104,6 +123,8 @@ class TwoStage:
     confirmation_seeds: list[int]
     extensions: int = 2
     """How many learning rates beyond its grid's edge a cell whose pick sits at that edge may add (0: none)."""
+    allow_few_selection_seeds: bool = False
+    """Accept fewer than MIN_SELECTION_SEEDS selection seeds (the design check refuses them otherwise)."""
 
     def __post_init__(self) -> None:
         if self.extensions < 0:
