@@ -21,6 +21,11 @@ SMALL = {
     "a5": {"seq_len": 16},
     "s5_transpositions": {"seq_len": 16},
     "flip_flop": {"seq_len": 16},
+    "in_context_recall": {"seq_len": 16},
+    "fuzzy_in_context_recall": {"seq_len": 24},
+    "noisy_in_context_recall": {"seq_len": 16},
+    "selective_copying": {"seq_len": 16, "num_tokens_to_copy": 4},
+    "memorization": {"seq_len": 16},
 }
 
 
