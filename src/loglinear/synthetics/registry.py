@@ -8,6 +8,7 @@ from typing import Any
 from loglinear.registry import Registry
 from loglinear.synthetics.cycle_nav import CycleNavigation
 from loglinear.synthetics.flip_flop import FlipFlop
+from loglinear.synthetics.forgetting_mqar import ForgettingMQAR
 from loglinear.synthetics.fuzzy_in_context_recall import FuzzyInContextRecall
 from loglinear.synthetics.in_context_recall import InContextRecall
 from loglinear.synthetics.memorization import Memorization
@@ -42,6 +43,7 @@ TASKS: Registry[type[Task]] = Registry(
         NoisyInContextRecall,
         SelectiveCopying,
         Memorization,
+        ForgettingMQAR,
     )),
     base=Task,
 )
