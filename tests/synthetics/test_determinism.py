@@ -27,6 +27,7 @@ SMALL = {
     "selective_copying": {"seq_len": 16, "num_tokens_to_copy": 4},
     "memorization": {"seq_len": 16},
     "forgetting_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4, "num_updates": 2},
+    "compositional_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4},
 }
 
 

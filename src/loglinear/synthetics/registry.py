@@ -6,6 +6,7 @@ import inspect
 from typing import Any
 
 from loglinear.registry import Registry
+from loglinear.synthetics.compositional_mqar import CompositionalMQAR
 from loglinear.synthetics.cycle_nav import CycleNavigation
 from loglinear.synthetics.flip_flop import FlipFlop
 from loglinear.synthetics.forgetting_mqar import ForgettingMQAR
@@ -44,6 +45,7 @@ TASKS: Registry[type[Task]] = Registry(
         SelectiveCopying,
         Memorization,
         ForgettingMQAR,
+        CompositionalMQAR,
     )),
     base=Task,
 )
