@@ -172,7 +172,7 @@ def options(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_commands_and_options_are_the_cli_ones(capsys):
-    from loglinear.cli import COMMANDS, inspect_main, sweep_parser
+    from loglinear.cli import COMMANDS, data_parser, inspect_main, sweep_parser
 
     text = sections(page("runs.md"))["Commands and exit status"]
     commands = [code(row[0]).split()[1:] for row in table_with(text, "command")]
@@ -182,7 +182,8 @@ def test_commands_and_options_are_the_cli_ones(capsys):
 
     assert inspect_main(["--help"]) == 0
     inspect_options = set(re.findall(r"(--[a-z][a-z-]*)", capsys.readouterr().out)) - {"--help"}
-    cli_options = set().union(inspect_options, *(options(p) for p in sweep.values()))
+    data = subcommands(data_parser())
+    cli_options = set().union(inspect_options, *(options(p) for p in [*sweep.values(), *data.values()]))
     mentioned = set(re.findall(r"`(--[a-z][a-z-]*)", text))
     assert mentioned - {"--help"} == cli_options
 

@@ -1,9 +1,10 @@
 """The `loglinear` command: `loglinear train ...` (one run), `loglinear sweep run | status | report | wandb`
 (grids of runs from a spec: configs/sweeps/*.yaml, format in sweeps/spec.py) and `loglinear inspect RUN_DIR`
-(lambda by level of a log-linear run), `loglinear doctor` (versions, devices and the fused kernels' self-check).
+(lambda by level of a log-linear run), `loglinear doctor` (versions, devices and the fused kernels' self-check),
+`loglinear data export` (a data preset's sets as .npy files).
 This module parses and dispatches; each command's work lives in its layer: runs/command.py (train),
 sweeps/commands.py and reports/sweep_run.py (sweep), reports/inspect_command.py (inspect), kernels/doctor.py
-(doctor), imported by the command that needs it."""
+(doctor), synthetics/export.py (data), imported by the command that needs it."""
 
 from __future__ import annotations
 
@@ -192,6 +193,55 @@ def inspect_main(argv: Sequence[str]) -> int:
     return inspect_command(args.run_dir, args.device, args.batches, args.probe_sequences)
 
 
+DATA_HELP = """\
+loglinear data export PRESET OUT --train-size N [key=value ...]
+
+Write the data of a data preset (configs/data/*.yaml, with key=value overrides of its keys) as NumPy files
+another framework reads without this package: N training examples (the first batches a run with this preset
+trains on), every validation and test set, and OUT/data.json naming each file's set, the arguments and the
+seeds. OUT must not hold an export yet.
+Exit status: 0 written, 1 a fault of the machine (a full disk, a folder that cannot be written), 2 bad preset,
+overrides or usage, or OUT already holds an export.
+"""
+
+
+def data_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="loglinear data", description=DATA_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="name", required=True, metavar="{export}")
+    export = commands.add_parser("export", help="write a preset's training, validation and test sets as .npy files")
+    export.add_argument("preset", help="a data preset (YAML), e.g. configs/data/in_context_recall.yaml")
+    export.add_argument("out", type=Path, help="the folder to write")
+    export.add_argument("--train-size", type=int_option(1), required=True, help="training examples to write")
+    return parser
+
+
+def data_main(argv: Sequence[str]) -> int:
+    parser = data_parser()
+    try:
+        args, overrides = parser.parse_known_args(list(argv))  # key=value overrides may follow the options
+        odd = [a for a in overrides if "=" not in a or a.startswith("-")]
+        if odd:
+            parser.error(f"unrecognized arguments: {' '.join(odd)} (overrides are key=value)")
+    except SystemExit as e:
+        return int(e.code or 0)
+    from omegaconf.errors import OmegaConfBaseException
+
+    from loglinear.synthetics import load_data_config
+    from loglinear.synthetics.export import export_data
+
+    try:
+        path = export_data(load_data_config(args.preset, overrides), args.out, args.train_size)
+    except (ValueError, FileExistsError, FileNotFoundError, OmegaConfBaseException) as e:
+        print(f"loglinear data export: error: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"loglinear data export: {fault_line(e)}", file=sys.stderr)
+        return 1
+    print(path)
+    return 0
+
+
 DOCTOR_HELP = """\
 loglinear doctor
 
@@ -221,7 +271,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = argparse.ArgumentParser(prog="loglinear", description="Log-Linear Attention experiment suite.")
         parser.add_argument("command", choices=sorted(COMMANDS),
                             help="train: one run; sweep: grids of runs; inspect: lambda by level of a log-linear run; "
-                                 "doctor: versions, devices and the fused kernels' self-check")
+                                 "doctor: versions, devices and the fused kernels' self-check; "
+                                 "data: a data preset's sets as .npy files")
         parser.parse_args(argv[:1])
         return 2
     try:
@@ -236,7 +287,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 
 
-COMMANDS = {"train": train_main, "sweep": sweep_main, "inspect": inspect_main, "doctor": doctor_main}
+COMMANDS = {"train": train_main, "sweep": sweep_main, "inspect": inspect_main, "doctor": doctor_main,
+            "data": data_main}
 """The subcommands of `loglinear`: name -> entry point taking the remaining arguments."""
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 from torch.utils.data import DataLoader
 
 from loglinear.synthetics import DataConfig, SyntheticDataModule, load_data_config
-from loglinear.synthetics.config import training_set
+from loglinear.synthetics.config import as_data_config, training_set
 from loglinear.synthetics.streams import FixedBatches, TrainStream
 
 PRESETS = sorted((Path(__file__).parents[2] / "configs" / "data").glob("*.yaml"))
@@ -187,3 +187,27 @@ def test_explicit_start_step_overrides_the_trainer():
         data.set_start_step(-1)
     with pytest.raises(ValueError, match="start step must be an integer, got 2.0"):
         data.set_start_step(2.0)
+
+
+def test_a_fixed_training_set_is_the_first_fresh_examples_cycled_by_epochs():
+    config = as_data_config({"task": "parity", "task_args": {"seq_len": 8}, "batch_size": 4, "train_size": 10,
+                             "seed": 3})
+    fixed = TrainStream(training_set(config), 4, seed=3, train_size=10)
+    fresh = TrainStream(training_set(config), 4, seed=3)
+    first = torch.cat([fresh.batch(step)["inputs"] for step in range(3)])[:10]
+    epochs = [torch.cat([fixed.batch(3 * e + b)["inputs"] for b in range(3)]) for e in range(3)]
+    assert [len(fixed.batch(b)["inputs"]) for b in range(3)] == [4, 4, 2]
+    for epoch in epochs:  # every example once per epoch
+        assert sorted(map(tuple, epoch.tolist())) == sorted(map(tuple, first.tolist()))
+    assert not torch.equal(epochs[0], epochs[1])  # each epoch in its own order
+    again = TrainStream(training_set(config), 4, seed=3, train_size=10, start_step=4)
+    assert torch.equal(next(iter(again))["inputs"], fixed.batch(4)["inputs"])  # a resumed run sees the same
+    module = SyntheticDataModule(config)
+    assert torch.equal(next(iter(module.train_dataloader()))["inputs"], fixed.batch(0)["inputs"])
+
+
+def test_a_fixed_training_set_needs_one_task():
+    with pytest.raises(ValueError, match="train_size must be >= 1, got 0"):
+        as_data_config({"task": "parity", "train_size": 0})
+    with pytest.raises(ValueError, match="train_size .* needs a single training task, not a mixture"):
+        as_data_config({"task": "parity", "train_size": 8, "mixture": [{"seq_len": 8}, {"seq_len": 16}]})

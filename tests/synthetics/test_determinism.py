@@ -21,6 +21,13 @@ SMALL = {
     "a5": {"seq_len": 16},
     "s5_transpositions": {"seq_len": 16},
     "flip_flop": {"seq_len": 16},
+    "in_context_recall": {"seq_len": 16},
+    "fuzzy_in_context_recall": {"seq_len": 24},
+    "noisy_in_context_recall": {"seq_len": 16},
+    "selective_copying": {"seq_len": 16, "num_tokens_to_copy": 4},
+    "memorization": {"seq_len": 16},
+    "forgetting_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4, "num_updates": 2},
+    "compositional_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4},
 }
 
 

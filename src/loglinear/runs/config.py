@@ -51,6 +51,7 @@ ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
        if f.name in ("deltanet_key_dim", "init", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
                      "conv_bias_init")},
     "model.mixer_options": {},
+    "data.train_size": None,
 }
 """Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
 their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""

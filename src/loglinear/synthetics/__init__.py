@@ -3,8 +3,10 @@
 `task = get_task(name, **kwargs)`; `batch = task.sample(batch_size, seed)` gives `inputs` and
 `targets` `(B, T)` int64 (-100 where nothing is scored) and per-example `slices`, deterministically
 from (arguments, batch_size, seed) without touching global RNG state. Tasks: `mqar` (zoology's
-multi-query associative recall), `parity`, `cycle_nav`, `mod_arith`, `mod_arith_brackets`, the
-group word problems `s3`, `s5`, `a5`, `s5_transpositions`, and `flip_flop`. `DataConfig` and
+multi-query associative recall) and its `forgetting_mqar` and `compositional_mqar`, `parity`, `cycle_nav`, `mod_arith`,
+`mod_arith_brackets`, the group word problems `s3`, `s5`, `a5`, `s5_transpositions`, `flip_flop`, and
+MAD's `in_context_recall`, `fuzzy_in_context_recall`, `noisy_in_context_recall`, `selective_copying` and
+`memorization`. `DataConfig` and
 `SyntheticDataModule` turn a preset (configs/data/*.yaml) into training, validation and test loaders.
 The DataModule is imported lazily, so the tasks alone never import Lightning.
 """

@@ -39,6 +39,8 @@ class DataConfig:
       included, named "train") or "eval_sets" (the eval sets, drawn from validation seeds; this
       is zoology's protocol, which validates on its test mix).
     - `batch_size`; `val_size` and `test_size`: examples per validation / test set.
+    - `train_size`: None (fresh examples every step) or N: train on a fixed set of N examples cycled by
+      epochs (MAD's protocol; `TrainStream`); needs a single training task, not a mixture.
     - `seed`: keys every batch (training step n, validation and test batches draw from separate,
       disjoint seed streams). `num_workers`: DataLoader worker processes.
     """
@@ -51,6 +53,7 @@ class DataConfig:
     batch_size: int = 64
     val_size: int = 1024
     test_size: int = 1024
+    train_size: int | None = None
     seed: int = 0
     num_workers: int = 0
 
@@ -79,6 +82,10 @@ def check_data_config(data: DataConfig) -> DataConfig:
     check_int("val_size", data.val_size, minimum=1)
     check_int("test_size", data.test_size, minimum=1)
     check_int("num_workers", data.num_workers, minimum=0)
+    if data.train_size is not None:
+        check_int("train_size", data.train_size, minimum=1)
+        if data.mixture:
+            raise ValueError("train_size (a fixed training set) needs a single training task, not a mixture")
     if data.validate_on not in VALIDATE_ON:
         raise ValueError(f"validate_on must be one of {list(VALIDATE_ON)}, got {data.validate_on!r}")
     if not data.eval_sets:

@@ -69,7 +69,8 @@ class SyntheticDataModule(L.LightningDataModule):
         if start is None:
             start = trainer.global_step * trainer.accumulate_grad_batches if trainer is not None else 0
         rank, world = (trainer.global_rank, trainer.world_size) if trainer is not None else (0, 1)
-        stream = TrainStream(self.train_set, self.config.batch_size, self.config.seed, start, rank, world)
+        stream = TrainStream(self.train_set, self.config.batch_size, self.config.seed, start, rank, world,
+                             self.config.train_size)
         return self._loader(stream, persistent=False)
 
     def val_dataloader(self) -> DataLoader:

@@ -6,11 +6,18 @@ import inspect
 from typing import Any
 
 from loglinear.registry import Registry
+from loglinear.synthetics.compositional_mqar import CompositionalMQAR
 from loglinear.synthetics.cycle_nav import CycleNavigation
 from loglinear.synthetics.flip_flop import FlipFlop
+from loglinear.synthetics.forgetting_mqar import ForgettingMQAR
+from loglinear.synthetics.fuzzy_in_context_recall import FuzzyInContextRecall
+from loglinear.synthetics.in_context_recall import InContextRecall
+from loglinear.synthetics.memorization import Memorization
 from loglinear.synthetics.mod_arith import ModularArithmetic, ModularArithmeticBrackets
 from loglinear.synthetics.mqar import MQAR
+from loglinear.synthetics.noisy_in_context_recall import NoisyInContextRecall
 from loglinear.synthetics.parity import Parity
+from loglinear.synthetics.selective_copying import SelectiveCopying
 from loglinear.synthetics.task import Task
 from loglinear.synthetics.word_problems import (
     A5WordProblem,
@@ -32,6 +39,13 @@ TASKS: Registry[type[Task]] = Registry(
         A5WordProblem,
         S5TranspositionsWordProblem,
         FlipFlop,
+        InContextRecall,
+        FuzzyInContextRecall,
+        NoisyInContextRecall,
+        SelectiveCopying,
+        Memorization,
+        ForgettingMQAR,
+        CompositionalMQAR,
     )),
     base=Task,
 )

@@ -17,7 +17,9 @@ TRAIN = 1
 VALIDATION = 2
 TEST = 3
 COMPONENT = 4
-"""Stream ids: the second element of a key. COMPONENT keys pick a mixture component."""
+EPOCH = 5
+"""Stream ids: the second element of a key. COMPONENT keys pick a mixture component, EPOCH keys the order of a
+fixed training set in each epoch."""
 
 
 def splitmix64(x: int) -> int:

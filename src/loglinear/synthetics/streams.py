@@ -15,7 +15,16 @@ import torch
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from loglinear.synthetics.config import TaskSet
-from loglinear.synthetics.seeding import COMPONENT, TEST, TRAIN, VALIDATION, derive_seed, unit_interval
+from loglinear.synthetics.seeding import (
+    COMPONENT,
+    EPOCH,
+    TEST,
+    TRAIN,
+    VALIDATION,
+    derive_seed,
+    make_generator,
+    unit_interval,
+)
 from loglinear.synthetics.task import Task
 
 STAGES = {"validation": VALIDATION, "test": TEST}
@@ -37,18 +46,45 @@ class TrainStream(IterableDataset):
     duplicated and the DataLoader's round-robin returns them in step order. Under data
     parallelism (world_size > 1), rank r draws batch (step * world_size + r) so ranks differ;
     with one process the key is the step itself.
+
+    With `train_size` N, training draws from a fixed set instead: the N examples of the first batches of the
+    fresh stream (steps 0, 1, ...: what `loglinear data export` writes), cycled by epochs of ceil(N / batch_size)
+    batches, in an order drawn anew each epoch from (seed, epoch); batch key k is batch k mod that count of
+    epoch k div it (the last batch of an epoch is smaller when batch_size does not divide N).
     """
 
     def __init__(
-        self, task_set: TaskSet, batch_size: int, seed: int, start_step: int = 0, rank: int = 0, world_size: int = 1
+        self, task_set: TaskSet, batch_size: int, seed: int, start_step: int = 0, rank: int = 0, world_size: int = 1,
+        train_size: int | None = None,
     ) -> None:
         self.task_set, self.batch_size, self.seed = task_set, batch_size, seed
         self.start_step, self.rank, self.world_size = start_step, rank, world_size
+        self.train_size = train_size
+        self._fixed: dict[str, Any] | None = None
 
     def batch(self, step: int) -> dict[str, Any]:
-        task = choose_task(self.task_set, self.seed, TRAIN, step)
         key = step * self.world_size + self.rank
+        if self.train_size is None:
+            return self.fresh_batch(step, key)
+        return self._fixed_batch(key)
+
+    def fresh_batch(self, step: int, key: int) -> dict[str, Any]:
+        task = choose_task(self.task_set, self.seed, TRAIN, step)
         return task.sample(self.batch_size, derive_seed(self.seed, TRAIN, key)).to_dict()
+
+    def _fixed_batch(self, key: int) -> dict[str, Any]:
+        if self._fixed is None:
+            size = self.train_size
+            batches = [self.fresh_batch(step, step) for step in range(-(-size // self.batch_size))]
+            self._fixed = {part: torch.cat([b[part] for b in batches])[:size] for part in ("inputs", "targets")}
+            slices = batches[0]["slices"]
+            self._fixed["slices"] = {k: torch.cat([b["slices"][k] for b in batches])[:size] for k in slices}
+        epoch, index = divmod(key, -(-self.train_size // self.batch_size))
+        order = torch.randperm(self.train_size, generator=make_generator(derive_seed(self.seed, EPOCH, epoch)))
+        rows = order[index * self.batch_size : (index + 1) * self.batch_size]
+        fixed = self._fixed
+        return {"inputs": fixed["inputs"][rows], "targets": fixed["targets"][rows],
+                "slices": {k: v[rows] for k, v in fixed["slices"].items()}}
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         worker = get_worker_info()
