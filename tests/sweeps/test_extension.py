@@ -8,6 +8,7 @@ import math
 import pytest
 
 from loglinear.sweeps.extension import beyond, extension_points, grid_step
+from loglinear.sweeps.protocol import MAX_EXTENSIONS
 from loglinear.sweeps.spec import parse_spec
 
 
@@ -42,6 +43,7 @@ def test_an_extension_target_gets_its_configuration_on_every_selection_seed():
                       for s in (0, 9)]
 
 
-def test_a_negative_number_of_extensions_is_an_error():
-    with pytest.raises(ValueError, match="extensions must be 0 or more"):
-        spec([1.0e-2], extensions=-1)
+@pytest.mark.parametrize("extensions", [-1, MAX_EXTENSIONS + 1, 1_000_000])
+def test_a_number_of_extensions_outside_its_range_is_an_error(extensions):
+    with pytest.raises(ValueError, match=f"extensions must be from 0 to {MAX_EXTENSIONS}, got {extensions}"):
+        spec([1.0e-2], extensions=extensions)
