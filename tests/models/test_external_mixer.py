@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from loglinear.cli import main
 from loglinear.models import ModelConfig, build_model
 from loglinear.models.mixers import MIXERS, check_model
 from loglinear.runs.config import ConfigError, load_run_config, run_id
@@ -64,3 +65,18 @@ def test_a_run_trains_it_and_its_id_holds_the_path(tmp_path):
     assert run_id(cfg) != run_id(plain)
     with pytest.raises(ConfigError, match="Did you mean: 'width'"):
         load_run_config(None, [*TINY, f"model.mixer={PATH}", "model.mixer_options.widht=2", f"out_dir={tmp_path}"])
+
+
+@pytest.mark.parametrize("body, error", [
+    ("raise RuntimeError('no GPU here\\nsecond line')", "RuntimeError: no GPU here"),
+    ("def broken(:\n    pass", "SyntaxError: "),
+    ("import sys\nsys.exit(3)", "SystemExit: 3"),
+])
+def test_a_mixer_module_that_fails_on_import_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, body, error):
+    (tmp_path / "bad_mixer.py").write_text(body + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "run"
+    assert main(["train", *TINY, "model.mixer=bad_mixer:Mixer", f"out_dir={out}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "'bad_mixer:Mixer': cannot import it (" + error in err[0], err
+    assert not out.exists()
