@@ -191,7 +191,8 @@ Versions (Python, torch, Triton, lightning, loglinear), the devices, which imple
 on each, and the fused Triton kernels' self-check against the chunk path, run now on every CUDA device (in
 float32 and bfloat16; without a CUDA device, on the CPU in Triton's interpreter, in float32). The verdicts are
 stored where training reads them (LOGLINEAR_CACHE_DIR, else $XDG_CACHE_HOME/loglinear or ~/.cache/loglinear).
-Exit status: 0 every check passed (or triton is not installed), 1 a check failed.
+Exit status: 0 every check passed (or triton is not installed), 1 a check failed or its verdict could not be
+stored, 2 bad arguments or an unknown LOGLINEAR_SELFCHECK.
 """
 
 

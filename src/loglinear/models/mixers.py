@@ -9,6 +9,7 @@ variants right after it (the paper's rows). All of them read what each mixer say
 
 from __future__ import annotations
 
+from loglinear.kernels.selfcheck import mode_of
 from loglinear.models.attention import Attention
 from loglinear.models.config import ModelConfig
 from loglinear.models.gated_deltanet import GatedDeltaNet
@@ -26,8 +27,9 @@ MIXERS: Registry[type[Mixer]] = Registry(
 
 def check_model(cfg: ModelConfig) -> ModelConfig:
     """`cfg` itself, once what its fields need of the registries holds: a known mixer (a name or an import
-    path) and lambda parameterisation, the mixer's own options (`Mixer.read_options`) and every setting the
-    mixer checks (`Mixer.check_config`); else a ValueError naming the field. (`ModelConfig` checks its own
+    path) and lambda parameterisation, the mixer's own options (`Mixer.read_options`), every setting the
+    mixer checks (`Mixer.check_config`) and the self-check mode (LOGLINEAR_SELFCHECK when `selfcheck` is
+    null); else a ValueError naming the field. (`ModelConfig` checks its own
     fields when built, without the registries.)"""
     for field, registry in (("mixer", MIXERS), ("lambda_param", LAMBDA_PARAMS)):
         try:
@@ -37,4 +39,6 @@ def check_model(cfg: ModelConfig) -> ModelConfig:
     mixer = MIXERS[cfg.mixer]
     mixer.read_options(cfg)
     mixer.check_config(cfg)
+    # LOGLINEAR_SELFCHECK, when the config leaves the mode to it: a bad value is refused now, not on a GPU later
+    mode_of(cfg.selfcheck)
     return cfg
