@@ -119,6 +119,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     report.add_argument("--lambda", dest="lambda_levels", action="store_true",
                         help="also inspect the log-linear runs each cell reports and plot lambda by level per cell "
                              "(lambda_levels.md)")
+    report.add_argument("--force", action="store_true",
+                        help="replace the report there even when this one has fewer finished runs")
     report.set_defaults(command=_report)
 
     wandb = commands.add_parser("wandb", help="write a wandb sweep file whose runs are `loglinear train` commands")
@@ -145,7 +147,7 @@ def _status(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from loglinear.reports.sweep_run import report_sweep
 
-    return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels)
+    return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels, force=args.force)
 
 
 def _wandb(args: argparse.Namespace) -> int:

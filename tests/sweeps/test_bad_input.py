@@ -140,3 +140,17 @@ def test_a_disk_that_fills_during_a_run_stops_the_sweep_and_the_run_resumes(smal
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((run_dir(out, run.run_id) / "result.json").read_text())["status"] == "max_steps"
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_a_sweep_folder_belongs_to_one_spec(tmp_path, capsys, dry_run):
+    mine = load_spec(write_spec(tmp_path, {"train.seed": [0, 1]}, name="mine"))
+    out = tmp_path / "out"
+    write_manifest(out, mine, expand(mine))
+    manifest = (out / "manifest.json").read_bytes()
+    other = write_spec(tmp_path, {"train.seed": [5]}, name="other")
+    line = one_line(capsys, main(["sweep", "run", str(other), "--out", str(out), *dry_run]), 2)
+    assert f"{out} holds sweep 'mine'" in line and "not 'other'" in line
+    line = one_line(capsys, main(["sweep", "wandb", str(other), "--out", str(out)]), 2)
+    assert f"{out} holds sweep 'mine'" in line
+    assert (out / "manifest.json").read_bytes() == manifest and sorted(p.name for p in out.iterdir()) == ["manifest.json"]

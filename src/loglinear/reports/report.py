@@ -15,6 +15,7 @@ from pathlib import Path
 from loglinear.reports.comparisons import comparison_line, length_paired_table, length_pairings, paired_lines
 from loglinear.reports.files import CSV, PAIRED_CSV, PAIRED_LENGTH_CSV, TABLE, write_csv, write_paired_csv
 from loglinear.reports.frontier import equal_state_comparisons
+from loglinear.reports.guard import protect_report
 from loglinear.reports.paired import Pairing, TestResult, holm_family, paired_comparisons
 from loglinear.reports.plots import write_plots
 from loglinear.reports.ranking import lambda_ranking
@@ -96,9 +97,12 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def write_report(out: str | Path) -> Report:
+def write_report(out: str | Path, force: bool = False) -> Report:
+    """The report of the sweep in `out`; one with fewer finished runs than the report there is refused unless
+    `force` (guard.py)."""
     out = Path(out)
     sweep = load_sweep(out)
+    protect_report(out, sweep, force)
     pairings = paired_comparisons(sweep)
     by_length = length_pairings(sweep)
     equal_state = equal_state_comparisons(sweep, sweep.cells())

@@ -15,7 +15,7 @@ from loglinear.reports.results import load_sweep, selected_points
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
 from loglinear.sweeps.extension import extension_points, grid_step
-from loglinear.sweeps.manifest import write_manifest
+from loglinear.sweeps.manifest import check_owner, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import ELSEWHERE
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
@@ -31,6 +31,7 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
     out = sweep_out(spec, out_arg)
+    check_owner(out, spec)
     if dry_run:
         print_plan(spec, runs, out)
         return 0
@@ -91,9 +92,10 @@ def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
     return runs, first
 
 
-def report_sweep(out: Path, *, lambda_levels: bool = False) -> int:
-    """`loglinear sweep report`: the report of the sweep in `out`; `lambda_levels`: and lambda by level per cell."""
-    print_report(out)
+def report_sweep(out: Path, *, lambda_levels: bool = False, force: bool = False) -> int:
+    """`loglinear sweep report`: the report of the sweep in `out`; `lambda_levels`: and lambda by level per cell;
+    `force`: even when it has fewer finished runs than the report it replaces."""
+    print_report(out, force)
     if lambda_levels:
         written, skipped = write_lambda_report(out)
         print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
@@ -102,9 +104,9 @@ def report_sweep(out: Path, *, lambda_levels: bool = False) -> int:
     return 0
 
 
-def print_report(out: Path) -> None:
+def print_report(out: Path, force: bool = False) -> None:
     """Write the report; the tables go to stdout, the list of files to stderr."""
-    report = write_report(out)
+    report = write_report(out, force)
     print(report.table)
     print(f"wrote {', '.join(str(p) for p in report.written)}", file=sys.stderr)
     for name, reason in report.skipped.items():

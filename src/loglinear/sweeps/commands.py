@@ -11,7 +11,7 @@ from pathlib import Path
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.sweeps import runner
-from loglinear.sweeps.manifest import default_out, read_manifest, run_dir, write_manifest
+from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import SweepOutcome
@@ -96,6 +96,7 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
     out = sweep_out(spec, out_arg)
+    check_owner(out, spec)
     path = write_wandb_sweep(spec, out)
     write_manifest(out, spec, runs)
     print(
