@@ -173,3 +173,11 @@ def test_a_report_of_another_specs_manifest_does_not_replace_the_one_on_disk(tmp
     line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
     assert "reports 8 finished runs, this report would have 0" in line
     assert report_bytes(out) == before
+
+
+def test_a_report_whose_mixer_cannot_be_imported_is_refused_not_relabelled(tmp_path, capsys):
+    entries = [run_entry(m, 16, 1e-3, s, finished(0.5)) for m in ("attention", "no_such_module:Conv") for s in (0, 1)]
+    out = make_sweep(tmp_path / "sweep", entries)
+    line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
+    assert "mixer 'no_such_module:Conv': cannot import it (ModuleNotFoundError" in line and "PYTHONPATH" in line
+    assert not (out / "table.md").exists()

@@ -25,7 +25,7 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS
+from loglinear.runs.config import GROUPS, ConfigError
 from loglinear.runs.folder import FINISHED, read_result
 from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.sweeps.manifest import read_manifest
@@ -246,6 +246,7 @@ def load_sweep(out: str | Path) -> Sweep:
         config = result.get("config") or entry["config"]
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))
+    _check_importable(out, records)
     keys = _row_keys(manifest, records)
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
@@ -253,6 +254,18 @@ def load_sweep(out: str | Path) -> Sweep:
     records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
     return Sweep(manifest["name"], out, records, keys, report_config(manifest.get("report")),
                  two_stage(manifest.get("protocol")))
+
+
+def _check_importable(out: Path, records: list[Record]) -> None:
+    """Every mixer the runs name by import path imports here, so its rows carry its display name and its kind
+    (log-linear, its base); else a ConfigError naming the mixer and the reason."""
+    for mixer in dict.fromkeys(r.mixer for r in records):
+        if ":" in mixer:
+            try:
+                MIXERS[mixer]
+            except ValueError as e:
+                raise ConfigError(f"{out}: {e}; put the folder that holds it on PYTHONPATH, as when the sweep "
+                                  f"ran") from None
 
 
 def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
