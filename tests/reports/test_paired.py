@@ -188,6 +188,13 @@ def test_a_primary_comparison_that_is_not_in_the_report_is_an_error(tmp_path):
         write_report(outcome_sweep(tmp_path, primary=primary))
 
 
+def test_an_escaped_primary_without_a_plateau_says_so(tmp_path):
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "escaped", "cell": "d_model=16"}
+    with pytest.raises(ValueError, match="the escaped test needs report.plateau") as error:
+        write_report(outcome_sweep(tmp_path, primary=primary))
+    assert "matches" not in str(error.value)
+
+
 def test_equal_candidates_with_lambda_tuned(tmp_path):
     """Log-linear softplus and bounded, each over the base's 3 learning rates: the log-linear side of the main
     comparison is softplus alone (3 candidates, not 6), and bounded is compared with softplus."""

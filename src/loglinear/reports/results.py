@@ -246,6 +246,11 @@ def load_sweep(out: str | Path) -> Sweep:
         config = result.get("config") or entry["config"]
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))
+    return sweep_of(manifest, records, out)
+
+
+def sweep_of(manifest: dict[str, Any], records: list[Record], out: Path) -> Sweep:
+    """The Sweep of a manifest's records (with or without results): their row labels, in table order."""
     _check_importable(out, records)
     keys = _row_keys(manifest, records)
     for record in records:

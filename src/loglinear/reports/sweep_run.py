@@ -10,6 +10,7 @@ from pathlib import Path
 
 from loglinear.reports.candidates import extension_targets
 from loglinear.reports.lambda_plots import write_lambda_report
+from loglinear.reports.primary_check import check_primary
 from loglinear.reports.report import write_report
 from loglinear.reports.results import load_sweep, selected_points
 from loglinear.runs.folder import FINISHED
@@ -30,6 +31,7 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     if design is not None:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
+    check_primary(spec, runs)  # the comparison the report will test is one of the sweep's, before any compute
     out = sweep_out(spec, out_arg)
     check_owner(out, spec)
     if dry_run:
