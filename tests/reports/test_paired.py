@@ -195,6 +195,14 @@ def test_an_escaped_primary_without_a_plateau_says_so(tmp_path):
     assert "matches" not in str(error.value)
 
 
+def test_an_accuracy_primary_whose_differences_have_no_spread_says_so_without_nan(tmp_path):
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "accuracy", "cell": "d_model=16"}
+    report = write_report(outcome_sweep(tmp_path, primary=primary))  # the two Mamba-2s score alike on every seed
+    line = next(x for x in report.table.splitlines() if x.startswith("**Primary comparison**"))
+    assert "no spread: the difference is +0.0 points on every one of the 5 pairs (t undefined" in line
+    assert "nan" not in line
+
+
 def test_equal_candidates_with_lambda_tuned(tmp_path):
     """Log-linear softplus and bounded, each over the base's 3 learning rates: the log-linear side of the main
     comparison is softplus alone (3 candidates, not 6), and bounded is compared with softplus."""
