@@ -183,3 +183,12 @@ def test_the_cell_figure_draws_every_seed_and_the_median_per_parameterisation():
             assert len(lines) == len(runs[name]) + 1  # one per seed, then the median
     median = axes[0].get_lines()[-1]
     assert list(median.get_ydata()) == pytest.approx([0.7, 0.7, 0.5])
+
+
+def test_an_unfinished_run_is_said_to_be_unfinished_with_the_step_of_its_weights(tmp_path, capsys):
+    run = tmp_path / "run"
+    make_run(run)
+    saved = torch.load(run / "last.ckpt", weights_only=True)
+    torch.save({**saved, "global_step": 40}, run / "last.ckpt")  # no result.json: still training, or stopped
+    assert main(["inspect", str(run), "--device", "cpu", "--probe-sequences", "0"]) == 0
+    assert "unfinished run: its weights at step 40 (last.ckpt)" in capsys.readouterr().out.splitlines()[0]
