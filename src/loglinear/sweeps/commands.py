@@ -11,6 +11,7 @@ from pathlib import Path
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.sweeps import runner
+from loglinear.sweeps.extension import extendable
 from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import Progress
@@ -65,8 +66,10 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
     if spec.protocol is not None:
         seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
-        print(f"then, once these selection runs are done: for each cell whose pick sits at an edge of its learning "
-              f"rates, up to {spec.protocol.extensions} more beyond it on the selection seeds; then each cell's "
+        extensions = (f"for each cell whose pick sits at an edge of its learning rates, up to "
+                      f"{spec.protocol.extensions} more beyond it on the selection seeds" if extendable(spec) else
+                      "no grid extension (each cell has a single learning rate: no pick sits at an edge)")
+        print(f"then, once these selection runs are done: {extensions}; then each cell's "
               f"selected learning rate on the confirmation seeds {seeds} "
               f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
 
