@@ -153,7 +153,8 @@ def test_a_sweep_folder_belongs_to_one_spec(tmp_path, capsys, dry_run):
     assert f"{out} holds sweep 'mine'" in line and "not 'other'" in line
     line = one_line(capsys, main(["sweep", "wandb", str(other), "--out", str(out)]), 2)
     assert f"{out} holds sweep 'mine'" in line
-    assert (out / "manifest.json").read_bytes() == manifest and sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+    assert (out / "manifest.json").read_bytes() == manifest
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
 
 
 def test_two_architectures_with_one_row_label_are_refused_before_anything_runs(tmp_path, capsys, monkeypatch):

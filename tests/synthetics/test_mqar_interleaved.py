@@ -10,8 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loglinear.synthetics import IGNORE_INDEX, get_task
-from loglinear.synthetics import interleaved
+from loglinear.synthetics import IGNORE_INDEX, get_task, interleaved
 from loglinear.synthetics.interleaved import _free_triples
 from loglinear.synthetics.recall_sources import recall_sources
 

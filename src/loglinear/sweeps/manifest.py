@@ -63,8 +63,8 @@ def check_owner(out: Path, spec: SweepSpec) -> None:
     except ConfigError:
         return
     if owner != spec.name:
-        raise ConfigError(f"{out} holds sweep {owner!r} (its {MANIFEST}), not {spec.name!r} of {spec.path or 'the spec'}:"
-                          f" give another --out, or remove {out} to reuse the folder")
+        raise ConfigError(f"{out} holds sweep {owner!r} (its {MANIFEST}), not {spec.name!r} of "
+                          f"{spec.path or 'the spec'}: give another --out, or remove {out} to reuse the folder")
 
 
 def read_manifest(out: Path) -> dict[str, Any]:
