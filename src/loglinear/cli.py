@@ -151,9 +151,10 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _wandb(args: argparse.Namespace) -> int:
+    from loglinear.reports.primary_check import check_primary
     from loglinear.sweeps.commands import write_wandb
 
-    return write_wandb(args.spec, args.out)
+    return write_wandb(args.spec, args.out, check_primary)
 
 
 INSPECT_HELP = """\

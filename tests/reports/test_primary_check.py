@@ -41,6 +41,8 @@ def test_a_primary_the_report_would_refuse_is_refused_before_anything_runs(tmp_p
     out = tmp_path / "out"
     assert main(["sweep", "run", str(path), "--out", str(out), "--dry-run"]) == 2
     assert words in capsys.readouterr().err and not out.exists()
+    assert main(["sweep", "wandb", str(path), "--out", str(out)]) == 2
+    assert words in capsys.readouterr().err and not out.exists()
 
 
 def test_a_primary_of_the_sweep_passes(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -89,8 +90,10 @@ def print_status(out: Path) -> int:
     return 0
 
 
-def write_wandb(spec_path: str, out_arg: str | None) -> int:
-    """A wandb sweep file whose runs are `loglinear train` commands, and the manifest of its runs."""
+def write_wandb(spec_path: str, out_arg: str | None,
+                check: Callable[[SweepSpec, list[Run]], None] | None = None) -> int:
+    """A wandb sweep file whose runs are `loglinear train` commands, and the manifest of its runs; `check`: what
+    else refuses the spec and its runs before anything is written (the report's primary check)."""
     from loglinear.sweeps.launchers import write_wandb_sweep
 
     spec = load_spec(spec_path)
@@ -98,6 +101,8 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
     if design is not None:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
+    if check is not None:
+        check(spec, runs)
     out = sweep_out(spec, out_arg)
     check_owner(out, spec)
     path = write_wandb_sweep(spec, out)
