@@ -127,6 +127,8 @@ def sweep_parser() -> argparse.ArgumentParser:
     report.add_argument("--lambda", dest="lambda_levels", action="store_true",
                         help="also inspect the log-linear runs each cell reports and plot lambda by level per cell "
                              "(lambda_levels.md)")
+    report.add_argument("--force", action="store_true",
+                        help="replace the report there even when this one has fewer finished runs")
     report.set_defaults(command=_report)
 
     wandb = commands.add_parser("wandb", help="write a wandb sweep file whose runs are `loglinear train` commands")
@@ -154,13 +156,14 @@ def _report(args: argparse.Namespace) -> int:
     from loglinear.reports.sweep_run import report_sweep
 
     return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels, spec=args.spec,
-                        from_results=args.from_results)
+                        from_results=args.from_results, force=args.force)
 
 
 def _wandb(args: argparse.Namespace) -> int:
+    from loglinear.reports.primary_check import check_primary
     from loglinear.sweeps.commands import write_wandb
 
-    return write_wandb(args.spec, args.out)
+    return write_wandb(args.spec, args.out, check_primary)
 
 
 INSPECT_HELP = """\
@@ -249,7 +252,8 @@ Versions (Python, torch, Triton, lightning, loglinear), the devices, which imple
 on each, and the fused Triton kernels' self-check against the chunk path, run now on every CUDA device (in
 float32 and bfloat16; without a CUDA device, on the CPU in Triton's interpreter, in float32). The verdicts are
 stored where training reads them (LOGLINEAR_CACHE_DIR, else $XDG_CACHE_HOME/loglinear or ~/.cache/loglinear).
-Exit status: 0 every check passed (or triton is not installed), 1 a check failed.
+Exit status: 0 every check passed (or triton is not installed), 1 a check failed or its verdict could not be
+stored, 2 bad arguments or an unknown LOGLINEAR_SELFCHECK.
 """
 
 

@@ -47,8 +47,9 @@ class Registry(Generic[T]):
         module, _, attribute = path.partition(":")
         try:
             entry = getattr(importlib.import_module(module), attribute)
-        except (ImportError, AttributeError, ValueError) as e:
-            raise ValueError(f"{self.kind} {path!r}: cannot import it ({type(e).__name__}: {e})") from None
+        except (Exception, SystemExit) as e:  # whatever the module does when imported (sys.exit included)
+            reason = (str(e).splitlines() or [""])[0]
+            raise ValueError(f"{self.kind} {path!r}: cannot import it ({type(e).__name__}: {reason})") from None
         if not (isinstance(entry, type) and issubclass(entry, self.base)):  # type: ignore[arg-type]
             raise ValueError(f"{self.kind} {path!r} is not a subclass of {self.base.__name__}")
         return entry

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from loglinear.cli import main
-from loglinear.kernels.selfcheck import CACHE_ENV, MODE_ENV, cache_key, cache_path
+from loglinear.kernels import selfcheck
+from loglinear.kernels.selfcheck import CACHE_ENV, MODE_ENV, SelfCheckWarning, cache_key, cache_path, mode_of
 
 pytest.importorskip("triton")
 from .selfcheck_helpers import break_output, new_process  # noqa: E402  (after the importorskip)
@@ -61,3 +62,28 @@ def test_doctor_checks_in_the_interpreter_whether_or_not_the_environment_asks_fo
                           timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "self-check on cpu (Triton interpreter), float32: passed (closest: " in done.stdout
+
+
+@pytest.mark.parametrize("mode", ["bogus", "AUTO"])
+def test_doctor_refuses_an_unknown_self_check_mode_in_one_line(monkeypatch, capsys, mode):
+    monkeypatch.setenv(MODE_ENV, mode)
+    assert main(["doctor"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"loglinear doctor: {MODE_ENV}: unknown self-check mode {mode!r}; valid: auto, force, skip"]
+
+
+def test_an_empty_self_check_mode_is_the_default(monkeypatch):
+    monkeypatch.setenv(MODE_ENV, "")
+    assert mode_of() == "auto"
+
+
+def test_doctor_whose_cache_cannot_be_written_says_so_and_exits_1(monkeypatch, tmp_path, capsys):
+    blocked = tmp_path / "a_file"
+    blocked.write_text("")
+    monkeypatch.setenv(CACHE_ENV, str(blocked / "cache"))
+    monkeypatch.setattr(selfcheck, "run_check", lambda device, dtype: selfcheck.Outcome(None, "none"))  # no kernels
+    with pytest.warns(SelfCheckWarning, match="could not be stored"):
+        assert main(["doctor"]) == 1
+    out = capsys.readouterr().out
+    assert "float32: passed (closest: none); NOT stored" in out and "; stored in" not in out
+    assert f"NOT stored: {blocked / 'cache'} cannot be written" in out

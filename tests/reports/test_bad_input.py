@@ -138,3 +138,46 @@ def test_inspect_a_run_that_cannot_be_read_or_does_not_match(tmp_path, capsys, d
     for word in words:
         assert word in line, line
     assert not (run / LEVELS_CSV).exists()
+
+
+REPORT_FILES = ("table.md", "results.csv", "paired.csv", PLOT)
+
+
+def report_bytes(out: Path) -> dict[str, bytes]:
+    return {name: (out / name).read_bytes() for name in REPORT_FILES}
+
+
+def test_a_report_with_fewer_results_does_not_replace_the_one_on_disk_unless_forced(tmp_path, capsys):
+    out = a_sweep(tmp_path / "sweep")
+    assert main(["sweep", "report", str(out)]) == 0
+    before = report_bytes(out)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("manifest.json", *REPORT_FILES):  # a copy of the sweep without its runs/
+        (copy / name).write_bytes((out / name).read_bytes())
+    capsys.readouterr()
+    line = one_line(capsys, main(["sweep", "report", str(copy)]), 2)
+    assert "results.csv reports 8 finished runs, this report would have 0" in line and "--force" in line
+    assert report_bytes(copy) == before
+    assert main(["sweep", "report", str(copy), "--force"]) == 0
+    assert (copy / "results.csv").read_bytes() != before["results.csv"]  # forced: the report of what is there
+
+
+def test_a_report_of_another_specs_manifest_does_not_replace_the_one_on_disk(tmp_path, capsys):
+    out = a_sweep(tmp_path / "sweep")
+    assert main(["sweep", "report", str(out)]) == 0
+    before = report_bytes(out)
+    spec = load_spec(write_spec(tmp_path, {"train.seed": [0, 1]}, name="other"))
+    write_manifest(out, spec, expand(spec))  # what an old `sweep run OTHER --out SWEEP` left
+    capsys.readouterr()
+    line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
+    assert "reports 8 finished runs, this report would have 0" in line
+    assert report_bytes(out) == before
+
+
+def test_a_report_whose_mixer_cannot_be_imported_is_refused_not_relabelled(tmp_path, capsys):
+    entries = [run_entry(m, 16, 1e-3, s, finished(0.5)) for m in ("attention", "no_such_module:Conv") for s in (0, 1)]
+    out = make_sweep(tmp_path / "sweep", entries)
+    line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
+    assert "mixer 'no_such_module:Conv': cannot import it (ModuleNotFoundError" in line and "PYTHONPATH" in line
+    assert not (out / "table.md").exists()

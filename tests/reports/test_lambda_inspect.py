@@ -225,3 +225,12 @@ def test_the_control_is_the_base_mixers_cell_at_its_own_learning_rate(tmp_path):
     assert control_accuracy(sweep, log_linear) == "Mamba-2 70.0 (0.0)"
     alone = load_sweep(make_sweep(tmp_path / "alone", entries[:2]))
     assert control_accuracy(alone, alone.records[0]) is None
+
+
+def test_an_unfinished_run_is_said_to_be_unfinished_with_the_step_of_its_weights(tmp_path, capsys):
+    run = tmp_path / "run"
+    make_run(run)
+    saved = torch.load(run / "last.ckpt", weights_only=True)
+    torch.save({**saved, "global_step": 40}, run / "last.ckpt")  # no result.json: still training, or stopped
+    assert main(["inspect", str(run), "--device", "cpu", "--probe-sequences", "0"]) == 0
+    assert "unfinished run: its weights at step 40 (last.ckpt)" in capsys.readouterr().out.splitlines()[0]

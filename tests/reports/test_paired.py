@@ -193,6 +193,24 @@ def test_a_primary_comparison_that_is_not_in_the_report_is_an_error(tmp_path):
         write_report(outcome_sweep(tmp_path, primary=primary))
 
 
+def test_an_escaped_primary_without_a_plateau_says_so(tmp_path):
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "escaped", "cell": "d_model=16"}
+    with pytest.raises(ValueError, match="the escaped test needs report.plateau") as error:
+        write_report(outcome_sweep(tmp_path, primary=primary))
+    assert "matches" not in str(error.value)
+
+
+@pytest.mark.parametrize("test", ["accuracy", "accuracy_t"])
+def test_an_accuracy_primary_whose_differences_have_no_spread_says_so_without_nan(tmp_path, test):
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": test, "cell": "d_model=16",
+               "outcome": "continuous"}
+    report = write_report(outcome_sweep(tmp_path, primary=primary))  # the two Mamba-2s score alike on every seed
+    line = next(x for x in report.table.splitlines() if x.startswith("**Primary comparison**"))
+    if test == "accuracy_t":
+        assert "no spread: the difference is +0.0 points on every one of the 5 pairs (t undefined" in line
+    assert "nan" not in line
+
+
 def test_equal_candidates_with_lambda_tuned(tmp_path):
     """Log-linear softplus and bounded, each over the base's 3 learning rates: the log-linear side of the main
     comparison is softplus alone (3 candidates, not 6), and bounded is compared with softplus."""

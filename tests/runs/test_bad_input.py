@@ -191,3 +191,11 @@ def test_a_corrupt_manifest(tmp_path, capsys, manifest):
     (tmp_path / "manifest.json").write_text(manifest)
     line = one_line_error(capsys, cli_main(["sweep", "report", str(tmp_path)]))
     assert "manifest.json" in line and "write it anew" in line
+
+
+def test_an_unknown_self_check_mode_in_the_environment_is_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LOGLINEAR_SELFCHECK", "bogus")
+    out = tmp_path / "run"
+    line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]))
+    assert "LOGLINEAR_SELFCHECK: unknown self-check mode 'bogus'; valid: auto, force, skip" in line
+    assert not out.exists()

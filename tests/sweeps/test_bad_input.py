@@ -140,3 +140,33 @@ def test_a_disk_that_fills_during_a_run_stops_the_sweep_and_the_run_resumes(smal
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((run_dir(out, run.run_id) / "result.json").read_text())["status"] == "max_steps"
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]])
+def test_a_sweep_folder_belongs_to_one_spec(tmp_path, capsys, dry_run):
+    mine = load_spec(write_spec(tmp_path, {"train.seed": [0, 1]}, name="mine"))
+    out = tmp_path / "out"
+    write_manifest(out, mine, expand(mine))
+    manifest = (out / "manifest.json").read_bytes()
+    other = write_spec(tmp_path, {"train.seed": [5]}, name="other")
+    line = one_line(capsys, main(["sweep", "run", str(other), "--out", str(out), *dry_run]), 2)
+    assert f"{out} holds sweep 'mine'" in line and "not 'other'" in line
+    line = one_line(capsys, main(["sweep", "wandb", str(other), "--out", str(out)]), 2)
+    assert f"{out} holds sweep 'mine'" in line
+    assert (out / "manifest.json").read_bytes() == manifest
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json"]
+
+
+def test_two_architectures_with_one_row_label_are_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    (tmp_path / "my_mixers.py").write_text(
+        "from loglinear.models.mamba2 import Mamba2\n\n\n"
+        "class MyMamba2(Mamba2):\n    pass\n\n\n"
+        "class NamedMamba2(Mamba2):\n    display_name = 'My Mamba-2'\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "out"
+    pooled = write_spec(tmp_path, {"model.mixer": ["mamba2", "my_mixers:MyMamba2"]}, name="pooled")
+    line = one_line(capsys, main(["sweep", "run", str(pooled), "--out", str(out), "--dry-run"]), 2)
+    assert "'mamba2' (loglinear.models.mamba2:Mamba2) and 'my_mixers:MyMamba2' (my_mixers:MyMamba2)" in line
+    assert "share the row label 'Mamba-2'" in line and not out.exists()
+    apart = load_spec(write_spec(tmp_path, {"model.mixer": ["mamba2", "my_mixers:NamedMamba2"]}, name="apart"))
+    assert len(expand(apart)) == 2

@@ -7,8 +7,12 @@ import math
 
 import pytest
 
-from loglinear.sweeps.extension import beyond, extension_points, grid_step
+from loglinear.cli import main
+from loglinear.sweeps.extension import beyond, extendable, extension_points, grid_step
+from loglinear.sweeps.protocol import MAX_EXTENSIONS
 from loglinear.sweeps.spec import parse_spec
+
+from .sweep_helpers import write_spec
 
 
 def spec(rates, extensions=2):
@@ -42,6 +46,16 @@ def test_an_extension_target_gets_its_configuration_on_every_selection_seed():
                       for s in (0, 9)]
 
 
-def test_a_negative_number_of_extensions_is_an_error():
-    with pytest.raises(ValueError, match="extensions must be 0 or more"):
-        spec([1.0e-2], extensions=-1)
+@pytest.mark.parametrize("extensions", [-1, MAX_EXTENSIONS + 1, 1_000_000])
+def test_a_number_of_extensions_outside_its_range_is_an_error(extensions):
+    with pytest.raises(ValueError, match=f"extensions must be from 0 to {MAX_EXTENSIONS}, got {extensions}"):
+        spec([1.0e-2], extensions=extensions)
+
+
+def test_a_grid_with_one_learning_rate_per_cell_promises_no_extension(tmp_path, capsys):
+    assert not extendable(spec([1.0e-2])) and extendable(spec([1.0e-3, 1.0e-2]))
+    path = write_spec(tmp_path, {"model.d_model": [16, 32]})
+    path.write_text(path.read_text() + "protocol: {selection_seeds: [0], confirmation_seeds: [1]}\n")
+    assert main(["sweep", "run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "no grid extension (each cell has a single learning rate" in out and "more beyond it" not in out

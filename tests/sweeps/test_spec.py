@@ -58,6 +58,10 @@ def spec_of(grid=None, zip_groups=None, **base) -> SweepSpec:
     ({"name": "t", "report": {"primary": {"mixer": "mamba2"}}}, ["report", "baseline"]),
     ({"name": "t", "protocol": {"selection_seeds": [0, 1]}}, ["protocol", "confirmation_seeds"]),
     ({"name": "t", "protocol": {"selection_seeds": [0, 1], "confirmation_seeds": [1, 2]}}, ["protocol", "[1]"]),
+    ({"name": "t", "protocol": {"selection_seeds": [0, 1], "confirmation_seeds": [7] * 6}},
+     ["protocol", "confirmation_seeds", "seed 7 more than once"]),
+    ({"name": "t", "protocol": {"selection_seeds": [0, 0], "confirmation_seeds": [1]}},
+     ["protocol", "selection_seeds", "seed 0 more than once"]),
     ({"name": "t", "protocol": {"selection_seeds": [0], "confirmation_seeds": [1]}, "grid": {"train.seed": [0]}},
      ["train.seed", "protocol"]),
 ])

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loglinear.synthetics import IGNORE_INDEX, get_task
+from loglinear.synthetics import IGNORE_INDEX, get_task, interleaved
 from loglinear.synthetics.interleaved import _free_triples
 from loglinear.synthetics.recall_sources import recall_sources
 
@@ -113,3 +113,35 @@ def test_recall_sources_refuses_a_batch_without_pairs():
     targets = torch.tensor([[IGNORE_INDEX, IGNORE_INDEX, IGNORE_INDEX, 10]])
     with pytest.raises(ValueError, match="no \\(key, value\\) pair before it"):
         recall_sources(inputs, targets)
+
+
+@settings(max_examples=40, deadline=None)
+@given(seq_len=st.integers(4, 80), rows=st.integers(1, 6), seed=st.integers(0, 2**32 - 1))
+def test_the_triples_a_pair_takes_are_the_ones_counted_again_without_it(seq_len, rows, seed):
+    generator = torch.Generator().manual_seed(seed)
+    free = torch.rand(rows, seq_len, generator=generator) < 0.7
+    key = torch.randint(0, seq_len - 1, (rows,), generator=generator)
+    query = torch.randint(0, seq_len, (rows,), generator=generator)
+    taken = torch.stack([key, key + 1, query], dim=1)
+    distances = torch.arange(seq_len - 1, 1, -1)
+    before = interleaved._free_triples(pair_starts(free), free)
+    lost = interleaved._lost_triples(free, taken, distances)
+    after = free.clone()
+    for position in taken.T:
+        after[torch.arange(rows), position] = False
+    assert torch.equal(before - lost, interleaved._free_triples(pair_starts(after), after))
+
+
+def pair_starts(free):
+    rows, seq_len = free.shape
+    return torch.cat([torch.zeros(rows, seq_len, dtype=torch.bool), free[:, :-1] & free[:, 1:],
+                      torch.zeros(rows, 1, dtype=torch.bool)], dim=1)
+
+
+def test_long_sequences_draw_the_same_positions_with_the_linear_update(monkeypatch):
+    """From INCREMENTAL_FROM tokens the free triples are updated, not counted again: the same draws, bit for bit."""
+    pairs, length = torch.tensor([40, 64]), interleaved.INCREMENTAL_FROM
+    updated = interleaved.interleaved_positions(pairs, 64, length, torch.Generator().manual_seed(5))
+    monkeypatch.setattr(interleaved, "INCREMENTAL_FROM", length + 1)  # counted again at every pair, as before
+    counted = interleaved.interleaved_positions(pairs, 64, length, torch.Generator().manual_seed(5))
+    assert all(torch.equal(a, b) for a, b in zip(updated, counted, strict=True))

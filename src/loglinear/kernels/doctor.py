@@ -31,10 +31,16 @@ CUDA_DTYPES = (torch.float32, torch.bfloat16)
 
 
 def doctor_command() -> int:
-    """`loglinear doctor`: the report on stdout; exit status 0 when every check passed (or none could run), else 1.
+    """`loglinear doctor`: the report on stdout; exit status 0 when every check passed (or none could run), 1 when
+    one failed or its verdict could not be stored, 2 for an unknown LOGLINEAR_SELFCHECK (one line on stderr).
 
     Without a CUDA device the kernels run in Triton's interpreter, which Triton reads when its own modules load
     (torch may have loaded them already): unless it is set, the check runs in a new process with it set."""
+    try:
+        mode_of()
+    except ValueError as e:
+        print(f"loglinear doctor: {e}", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
         env = {**os.environ, "TRITON_INTERPRET": "1"}
         return subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, check=False).returncode
@@ -77,14 +83,16 @@ def run_doctor(emit: Callable[[str], None] = print) -> bool:
 
 
 def _check(device: torch.device, dtypes: tuple[torch.dtype, ...], emit: Callable[[str], None]) -> bool:
-    """The self-check of `device` in each dtype, run now (and stored); True when all passed."""
+    """The self-check of `device` in each dtype, run now (and stored); True when all passed and were stored."""
     well = True
     for dtype in dtypes:
         found = verdict(device, dtype, "force")
         where = f"{found.key['device']}, {dtype_name(dtype)}"
+        stored = (f"stored in {found.path}" if found.path else
+                  f"NOT stored: {cache_dir()} cannot be written, so every run checks again ({CACHE_ENV} moves it)")
         if found.status == "passed":
-            emit(f"self-check on {where}: passed (closest: {found.closest}); stored in {found.path}")
+            emit(f"self-check on {where}: passed (closest: {found.closest}); {stored}")
         else:
-            emit(f"self-check on {where}: FAILED: {found.failure}; stored in {found.path}")
-            well = False
+            emit(f"self-check on {where}: FAILED: {found.failure}; {stored}")
+        well = well and found.status == "passed" and found.path is not None
     return well

@@ -24,7 +24,7 @@ import os
 import tempfile
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -247,7 +247,8 @@ class Verdict:
 
     status: "passed", "failed" or "skipped" (the check was turned off); source: "run" (this process ran
     it), "cache" (read from `path`), "skip" or "known fault" (refused by version, kernels/triton_limits.py);
-    path: the file that stores it (None when skipped or refused by version).
+    path: the file that stores it (None when skipped, refused by version, or run but not stored: the cache
+    folder could not be written).
     """
 
     status: str
@@ -263,18 +264,23 @@ class Verdict:
         return {"status": self.status, "device": self.key["device"], "dtype": self.key["dtype"],
                 "failure": self.failure, "source": self.source, "checked_at": self.checked_at, "path": self.path}
 
+    @property
+    def stored_text(self) -> str:
+        return f"The verdict is stored in {self.path}" if self.path else "The verdict could not be stored"
+
     def message(self, consequence: str) -> str:
         if self.source == "known fault":
             return (f"the fused Triton kernels are refused on {self.key['device']} ({self.key['dtype']}): "
                     f"{self.failure}. {consequence}; another Triton version lifts the refusal.")
         return (f"the fused Triton kernels failed their self-check on {self.key['device']} ({self.key['dtype']}): "
-                f"{self.failure}. {consequence}. The verdict is stored in {self.path}; {MODE_ENV}=force checks "
+                f"{self.failure}. {consequence}. {self.stored_text}; {MODE_ENV}=force checks "
                 f"again (so does `loglinear doctor`), {MODE_ENV}=skip runs the kernels unchecked.")
 
 
 def mode_of(setting: str | None = None) -> str:
-    """The self-check mode: `setting` (a model's `selfcheck` key) when given, else LOGLINEAR_SELFCHECK, else auto."""
-    mode = setting if setting is not None else os.environ.get(MODE_ENV, "auto")
+    """The self-check mode: `setting` (a model's `selfcheck` key) when given, else LOGLINEAR_SELFCHECK (empty: unset),
+    else auto; an unknown mode is a ValueError naming where it came from and the valid ones."""
+    mode = setting if setting is not None else os.environ.get(MODE_ENV) or "auto"
     if mode not in MODES:
         source = "ModelConfig.selfcheck" if setting is not None else MODE_ENV
         raise ValueError(f"{source}: unknown self-check mode {mode!r}; valid: {', '.join(MODES)}")
@@ -352,8 +358,8 @@ def verdict(device: torch.device, dtype: torch.dtype, mode: str = "auto") -> Ver
         outcome = run_check(device, dtype)
         checked_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         status = "passed" if outcome.failure is None else "failed"
-        _VERDICTS[slot] = Verdict(status, key, slot, "run", outcome.failure, outcome.closest, checked_at)
-        _write(path, _VERDICTS[slot])
+        found = Verdict(status, key, slot, "run", outcome.failure, outcome.closest, checked_at)
+        _VERDICTS[slot] = found if _write(path, found) else replace(found, path=None)
     return _VERDICTS[slot]
 
 
@@ -372,7 +378,7 @@ def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode:
         slot = f"known fault: {fault}"
     else:
         found = verdict(device, dtype, mode)
-        slot = str(found.path)
+        slot = str(cache_path(found.key))
         if found.status != "failed":
             return "triton", found
     if requested == "triton":
@@ -396,9 +402,9 @@ def _read(path: Path, key: dict[str, str | None]) -> Verdict | None:
         return None
 
 
-def _write(path: Path, found: Verdict) -> None:
-    """Store a verdict atomically (a temporary file renamed over the target); a cache that cannot be written
-    only costs a check in the next process, so that is a warning."""
+def _write(path: Path, found: Verdict) -> bool:
+    """Store a verdict atomically (a temporary file renamed over the target); False when it could not be: a cache
+    that cannot be written only costs a check in the next process, so that is a warning."""
     fields = {k: v for k, v in asdict(found).items() if k not in ("path", "source")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -414,3 +420,5 @@ def _write(path: Path, found: Verdict) -> None:
     except OSError as e:
         warnings.warn(f"the self-check verdict could not be stored in {path} ({e}); the next process checks again",
                       SelfCheckWarning, stacklevel=3)
+        return False
+    return True

@@ -9,6 +9,7 @@ variants right after it (the paper's rows). All of them read what each mixer say
 
 from __future__ import annotations
 
+from loglinear.kernels.selfcheck import mode_of
 from loglinear.models.attention import Attention
 from loglinear.models.config import ModelConfig
 from loglinear.models.gated_deltanet import GatedDeltaNet
@@ -16,6 +17,7 @@ from loglinear.models.lambda_params import LAMBDA_PARAMS
 from loglinear.models.log_linear import LogLinearGatedDeltaNet, LogLinearMamba2
 from loglinear.models.mamba2 import Mamba2
 from loglinear.models.mixer import Mixer
+from loglinear.models.output_check import check_output
 from loglinear.registry import Registry
 
 MIXERS: Registry[type[Mixer]] = Registry(
@@ -27,9 +29,10 @@ MIXERS: Registry[type[Mixer]] = Registry(
 def check_model(cfg: ModelConfig) -> ModelConfig:
     """`cfg` itself, once what its fields need of the registries holds: a known mixer (a name or an import
     path) and lambda parameterisation, an authors' initialisation of the mixer under `init=authors`, the
-    mixer's own options (`Mixer.read_options`) and every setting the mixer checks (`Mixer.check_config`);
-    else a ValueError naming the field. (`ModelConfig` checks its own fields when built, without the
-    registries.)"""
+    mixer's own options (`Mixer.read_options`), every setting the mixer checks (`Mixer.check_config`), the
+    output of a mixer named by its import path (`check_output`) and the self-check mode (LOGLINEAR_SELFCHECK
+    when `selfcheck` is null); else a ValueError naming the field. (`ModelConfig` checks its own fields when
+    built, without the registries.)"""
     for field, registry in (("mixer", MIXERS), ("lambda_param", LAMBDA_PARAMS)):
         try:
             registry[getattr(cfg, field)]
@@ -42,4 +45,8 @@ def check_model(cfg: ModelConfig) -> ModelConfig:
                          f"(`Mixer.authors_init`); mixers with one: {with_rules}; or use init=default")
     mixer.read_options(cfg)
     mixer.check_config(cfg)
+    if cfg.mixer not in MIXERS.names():  # an import path: run once on a tiny batch (output_check.py)
+        check_output(mixer, cfg)
+    # LOGLINEAR_SELFCHECK, when the config leaves the mode to it: a bad value is refused now, not on a GPU later
+    mode_of(cfg.selfcheck)
     return cfg

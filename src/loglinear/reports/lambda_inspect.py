@@ -42,7 +42,7 @@ from loglinear.reports import lambda_recall
 from loglinear.reports.lambda_recall import RECALL_CSV, RECALL_SEQUENCES, RecallRow, RecallWeights
 from loglinear.reports.results import is_log_linear
 from loglinear.runs.config import ConfigError, RunConfig, load_mapping, resolve
-from loglinear.runs.folder import CONFIG, LAST, read_result, write_text_atomic
+from loglinear.runs.folder import CONFIG, FINISHED, LAST, read_result, write_text_atomic
 
 LEVELS_CSV = "lambda_levels.csv"
 LEVELS_PNG = "lambda_levels.png"
@@ -66,11 +66,17 @@ class Inspection:
     val_accuracy: float | None
     written: list[Path]
     recall_rows: list[RecallRow]
+    step: int | None = None
+    """The training step of the inspected weights (the checkpoint's), None when it does not say."""
+    finished: bool = True
+    """Whether the run finished (its result.json); else the weights are those of its last checkpoint."""
 
     @property
     def title(self) -> str:
         acc = "" if self.val_accuracy is None else f", best val/acc {100 * self.val_accuracy:.1f}%"
-        return f"{self.mixer}, lambda {self.lambda_param}{acc}"
+        unfinished = "" if self.finished else (
+            f", unfinished run: its weights at step {'?' if self.step is None else self.step} ({CHECKPOINT})")
+        return f"{self.mixer}, lambda {self.lambda_param}{acc}{unfinished}"
 
 
 def read_run_config(run_dir: Path) -> RunConfig:
@@ -114,7 +120,8 @@ def inspect_run(
     where = pick_device(device)
     module = LitLanguageModel(cfg.model, cfg.train)
     try:
-        state = torch.load(checkpoint, map_location=where, weights_only=True)["state_dict"]
+        saved = torch.load(checkpoint, map_location=where, weights_only=True)
+        state = saved["state_dict"]
     except Exception as e:  # any failure to read it (truncated, not a checkpoint) means it cannot be inspected
         raise InspectError(f"{checkpoint} cannot be read ({type(e).__name__}): not a whole checkpoint") from None
     try:
@@ -131,7 +138,8 @@ def inspect_run(
         raise InspectError(f"{run_dir}: the run's validation data gave no batch to inspect")
     result = read_result(run_dir) or {}
     inspection = Inspection(run_dir, cfg.model.mixer, cfg.model.lambda_param, rows,
-                            result.get("val_accuracy"), [], [] if recall is None else recall.rows())
+                            result.get("val_accuracy"), [], [] if recall is None else recall.rows(),
+                            saved.get("global_step"), result.get("status") in FINISHED)
     write_csv(inspection.rows, run_dir / LEVELS_CSV)
     inspection.written.append(run_dir / LEVELS_CSV)
     if recall is not None:

@@ -226,10 +226,12 @@ def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> Family:
                      for test, value in p.tests(paired_t and p.matches(primary)).items())  # type: ignore[arg-type]
     if primary is not None:
         matching = [p for p in pairings if p.matches(primary)]
-        if len(matching) != 1 or (primary.test == "escaped" and matching[0].plateau is None):
+        if len(matching) == 1 and primary.test == "escaped" and matching[0].plateau is None:
+            raise ConfigError(f"report.primary {primary}: the escaped test needs report.plateau")
+        if len(matching) != 1:
             there = "; ".join(sorted({f"{p.mixer} vs {p.baseline} at cell {p.cell!r}" for p in pairings}))
             raise ConfigError(f"report.primary {primary} matches {len(matching)} comparisons (there are: "
-                              f"{there or 'none'}; the escaped test needs report.plateau)")
+                              f"{there or 'none'})")
         chosen = [r for r in results if r.pairing is matching[0] and r.test == primary.test]
         if chosen:
             chosen[0].primary, chosen[0].adjusted = True, None

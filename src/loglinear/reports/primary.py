@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scipy import stats
 
-from loglinear.reports.paired import Family, TestResult, p_text
+from loglinear.reports.paired import Family, TestResult, p_text, signed
 from loglinear.reports.statistics import ALPHA, logrank_test
 from loglinear.sweeps.protocol import TEST_NAMES
 
@@ -43,5 +43,8 @@ def statistic_text(result: TestResult) -> str:
     if result.test == "accuracy":
         ranks = pairing.rank_test
         return f"W+={ranks.statistic:g} over {ranks.n} nonzero differences of {pairing.n_pairs} ({ranks.method})"  # type: ignore[union-attr]
+    if len(set(pairing.diffs)) == 1:  # Student's t is 0/0 or x/0 here: say what the runs gave instead
+        return (f"no spread: the difference is {signed(pairing.diffs[0])} points on every one of the "
+                f"{pairing.n_pairs} pairs (t undefined; statistics.t_interval's p)")
     t = stats.ttest_1samp(pairing.diffs, 0.0).statistic
     return f"t={t:.2f} ({pairing.n_pairs - 1} df)"

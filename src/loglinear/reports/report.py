@@ -16,6 +16,7 @@ from loglinear.reports.comparisons import comparison_line, length_paired_table, 
 from loglinear.reports.figures import Palette
 from loglinear.reports.files import CSV, PAIRED_CSV, PAIRED_LENGTH_CSV, TABLE, write_csv, write_paired_csv
 from loglinear.reports.frontier import equal_state_comparisons
+from loglinear.reports.guard import protect_report
 from loglinear.reports.paired import Pairing, TestResult, holm_family, paired_comparisons
 from loglinear.reports.plots import write_plots
 from loglinear.reports.ranking import lambda_ranking
@@ -108,10 +109,12 @@ class Report:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def write_report(out: str | Path, sweep: Sweep | None = None) -> Report:
-    """The report of the sweep folder `out`, or of `sweep` (one re-read from a results.csv) into `out`."""
+def write_report(out: str | Path, sweep: Sweep | None = None, force: bool = False) -> Report:
+    """The report of the sweep folder `out`, or of `sweep` (one re-read from a results.csv) into `out`; one with
+    fewer finished runs than the report there is refused unless `force` (guard.py)."""
     out = Path(out)
     sweep = load_sweep(out) if sweep is None else sweep
+    protect_report(out, sweep, force)
     pairings = paired_comparisons(sweep)
     by_length = length_pairings(sweep)
     equal_state = equal_state_comparisons(sweep, sweep.cells())

@@ -25,7 +25,7 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS
+from loglinear.runs.config import GROUPS, ConfigError
 from loglinear.runs.folder import FINISHED, read_result
 from loglinear.runs.metrics_file import METRICS, read_rows
 from loglinear.sweeps.manifest import read_manifest
@@ -252,6 +252,11 @@ def load_sweep(out: str | Path) -> Sweep:
         config = result.get("config") or entry["config"]
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))
+    return sweep_of(manifest, records, out)
+
+
+def sweep_of(manifest: dict[str, Any], records: list[Record], out: Path) -> Sweep:
+    """The Sweep of a manifest's records (with or without results): their row labels, in table order."""
     return arrange(manifest["name"], out, records, manifest, report_config(manifest.get("report")),
                    two_stage(manifest.get("protocol")))
 
@@ -260,12 +265,25 @@ def arrange(name: str, out: Path, records: list[Record], manifest: dict[str, Any
             protocol: TwoStage | None, unavailable: Iterable[str] = (), absent_columns: Iterable[str] = ()) -> Sweep:
     """The sweep of `records`, each labelled with its table row (from the manifest's `varied_keys` and `zip`), in
     table order."""
+    _check_importable(out, records)
     keys = _row_keys(manifest, records)
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
     records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
     return Sweep(name, out, records, keys, report, protocol, list(unavailable), list(absent_columns))
+
+
+def _check_importable(out: Path, records: list[Record]) -> None:
+    """Every mixer the runs name by import path imports here, so its rows carry its display name and its kind
+    (log-linear, its base); else a ConfigError naming the mixer and the reason."""
+    for mixer in dict.fromkeys(r.mixer for r in records):
+        if ":" in mixer:
+            try:
+                MIXERS[mixer]
+            except ValueError as e:
+                raise ConfigError(f"{out}: {e}; put the folder that holds it on PYTHONPATH, as when the sweep "
+                                  f"ran") from None
 
 
 def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:

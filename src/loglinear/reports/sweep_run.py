@@ -11,6 +11,7 @@ from pathlib import Path
 from loglinear.reports.candidates import extension_targets
 from loglinear.reports.files import CSV
 from loglinear.reports.lambda_plots import write_lambda_report
+from loglinear.reports.primary_check import check_primary
 from loglinear.reports.report import write_report
 from loglinear.reports.results import Sweep, load_sweep, selected_points
 from loglinear.reports.results_csv import load_sweep_from_csv
@@ -18,7 +19,7 @@ from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
 from loglinear.sweeps.extension import extension_points, grid_step
-from loglinear.sweeps.manifest import MANIFEST, write_manifest
+from loglinear.sweeps.manifest import MANIFEST, check_owner, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import ELSEWHERE
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
@@ -33,7 +34,9 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     if design is not None:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
+    check_primary(spec, runs)  # the comparison the report will test is one of the sweep's, before any compute
     out = sweep_out(spec, out_arg)
+    check_owner(out, spec)
     if dry_run:
         print_plan(spec, runs, out)
         return 0
@@ -95,17 +98,18 @@ def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
 
 
 def report_sweep(out: Path, *, lambda_levels: bool = False, spec: str | None = None,
-                 from_results: str | None = None) -> int:
-    """`loglinear sweep report`: the report of the sweep in `out`; `lambda_levels`: and lambda by level per cell.
-    With `spec`: the report of the study that `from_results` (default `out/results.csv`) records, re-read with its
-    spec (reports/results_csv.py), for a study whose run folders are gone."""
+                 from_results: str | None = None, force: bool = False) -> int:
+    """`loglinear sweep report`: the report of the sweep in `out`; `lambda_levels`: and lambda by level per cell;
+    `force`: even when it has fewer finished runs than the report it replaces. With `spec`: the report of the
+    study that `from_results` (default `out/results.csv`) records, re-read with its spec (reports/results_csv.py),
+    for a study whose run folders are gone."""
     if spec is None:
         if from_results is not None:
             raise ConfigError("--from-results needs --spec SPEC, the spec the study was run from")
         if not (out / MANIFEST).is_file() and (out / CSV).is_file():
             raise ConfigError(f"{out} has no {MANIFEST} (its run folders are gone) but a {CSV}: re-report it with "
                               f"--spec SPEC, the spec it was run from (configs/sweeps/NAME.yaml)")
-        print_report(out)
+        print_report(out, force=force)
     else:
         if (out / MANIFEST).is_file():
             raise ConfigError(f"{out} holds a sweep's {MANIFEST}: its report reads the run folders; re-report a "
@@ -114,7 +118,7 @@ def report_sweep(out: Path, *, lambda_levels: bool = False, spec: str | None = N
             raise ConfigError("--lambda reads the runs' checkpoints: it cannot re-report from results.csv (--spec)")
         sweep = load_sweep_from_csv(out / CSV if from_results is None else Path(from_results), spec, out)
         out.mkdir(parents=True, exist_ok=True)
-        print_report(out, sweep)
+        print_report(out, sweep, force)
     if lambda_levels:
         written, skipped = write_lambda_report(out)
         print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
@@ -123,10 +127,10 @@ def report_sweep(out: Path, *, lambda_levels: bool = False, spec: str | None = N
     return 0
 
 
-def print_report(out: Path, sweep: Sweep | None = None) -> None:
+def print_report(out: Path, sweep: Sweep | None = None, force: bool = False) -> None:
     """Write the report (of `sweep` when given, else of the sweep folder `out`); the tables go to stdout, the list
-    of files to stderr."""
-    report = write_report(out, sweep)
+    of files to stderr; `force`: even when it has fewer finished runs than the report it replaces."""
+    report = write_report(out, sweep, force)
     print(report.table)
     print(f"wrote {', '.join(str(p) for p in report.written)}", file=sys.stderr)
     for name, reason in report.skipped.items():

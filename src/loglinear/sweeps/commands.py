@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.sweeps import runner
-from loglinear.sweeps.manifest import default_out, read_manifest, run_dir, write_manifest
+from loglinear.sweeps.extension import extendable
+from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import SweepOutcome
@@ -65,8 +67,10 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
     if spec.protocol is not None:
         seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
-        print(f"then, once these selection runs are done: for each cell whose pick sits at an edge of its learning "
-              f"rates, up to {spec.protocol.extensions} more beyond it on the selection seeds; then each cell's "
+        extensions = (f"for each cell whose pick sits at an edge of its learning rates, up to "
+                      f"{spec.protocol.extensions} more beyond it on the selection seeds" if extendable(spec) else
+                      "no grid extension (each cell has a single learning rate: no pick sits at an edge)")
+        print(f"then, once these selection runs are done: {extensions}; then each cell's "
               f"selected learning rate on the confirmation seeds {seeds} "
               f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
 
@@ -86,8 +90,10 @@ def print_status(out: Path) -> int:
     return 0
 
 
-def write_wandb(spec_path: str, out_arg: str | None) -> int:
-    """A wandb sweep file whose runs are `loglinear train` commands, and the manifest of its runs."""
+def write_wandb(spec_path: str, out_arg: str | None,
+                check: Callable[[SweepSpec, list[Run]], None] | None = None) -> int:
+    """A wandb sweep file whose runs are `loglinear train` commands, and the manifest of its runs; `check`: what
+    else refuses the spec and its runs before anything is written (the report's primary check)."""
     from loglinear.sweeps.launchers import write_wandb_sweep
 
     spec = load_spec(spec_path)
@@ -95,7 +101,10 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
     if design is not None:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
     runs = expand(spec)
+    if check is not None:
+        check(spec, runs)
     out = sweep_out(spec, out_arg)
+    check_owner(out, spec)
     path = write_wandb_sweep(spec, out)
     write_manifest(out, spec, runs)
     print(

@@ -10,6 +10,7 @@ RATIO_TOLERANCE), else half a decade; the new rate is rounded to 3 significant d
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -31,6 +32,16 @@ def grid_step(spec: SweepSpec) -> float:
     if ratios and max(ratios) / min(ratios) <= 1 + RATIO_TOLERANCE:
         return ratios[0]
     return HALF_DECADE
+
+
+def extendable(spec: SweepSpec) -> bool:
+    """Whether some configuration of the spec compares several learning rates: with one rate a cell's pick is at no
+    edge (the report marks none), so a spec without such a configuration never extends its grid."""
+    rates: dict[str, set[float]] = {}
+    for point in points(spec):
+        configuration = json.dumps({k: v for k, v in point.items() if k != LR_KEY}, sort_keys=True, default=str)
+        rates.setdefault(configuration, set()).add(point.get(LR_KEY))
+    return any(len(found) > 1 for found in rates.values())
 
 
 def beyond(lr: float, edge: str, step: float) -> float:

@@ -52,6 +52,21 @@ def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
     return path
 
 
+def check_owner(out: Path, spec: SweepSpec) -> None:
+    """A sweep folder belongs to the spec whose name its manifest records: another spec's `sweep run --out` (or
+    `sweep wandb --out`) into it is a ConfigError, before anything is written. The same name with an edited spec
+    is the same sweep (that is how a sweep grows); a corrupt manifest is written anew."""
+    if not (out / MANIFEST).is_file():
+        return
+    try:
+        owner = read_manifest(out).get("name")
+    except ConfigError:
+        return
+    if owner != spec.name:
+        raise ConfigError(f"{out} holds sweep {owner!r} (its {MANIFEST}), not {spec.name!r} of "
+                          f"{spec.path or 'the spec'}: give another --out, or remove {out} to reuse the folder")
+
+
 def read_manifest(out: Path) -> dict[str, Any]:
     path = out / MANIFEST
     if not path.is_file():

@@ -18,6 +18,8 @@
       selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
       confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
       extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
+      extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
+                                     # (0 to MAX_EXTENSIONS)
       allow_few_selection_seeds: false   # true: accept fewer than MIN_SELECTION_SEEDS selection seeds
 
 A seed of the protocol sets both `train.seed` and `data.seed`, so the spec itself must not set them.
@@ -55,6 +57,9 @@ ALPHA = 0.05
 """The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
 SELECTION, CONFIRMATION = "selection", "confirmation"
 SEED_KEYS = ("train.seed", "data.seed")
+MAX_EXTENSIONS = 10
+"""The most `protocol.extensions` a spec may ask for: ten rates beyond an edge already span five decades at the
+default step (half a decade)."""
 
 
 @dataclass
@@ -127,11 +132,16 @@ class TwoStage:
     """Accept fewer than MIN_SELECTION_SEEDS selection seeds (the design check refuses them otherwise)."""
 
     def __post_init__(self) -> None:
-        if self.extensions < 0:
-            raise ConfigError(f"extensions must be 0 or more, got {self.extensions}")
+        if not 0 <= self.extensions <= MAX_EXTENSIONS:
+            raise ConfigError(f"extensions must be from 0 to {MAX_EXTENSIONS}, got {self.extensions}")
         for name in ("selection_seeds", "confirmation_seeds"):
-            if not getattr(self, name):
+            seeds = getattr(self, name)
+            if not seeds:
                 raise ConfigError(f"{name} must be a non-empty list of seeds")
+            repeated = next((s for i, s in enumerate(seeds) if s in seeds[:i]), None)
+            if repeated is not None:
+                raise ConfigError(f"{name} lists seed {repeated} more than once; list each seed once "
+                                  f"(got {seeds})")
         shared = set(self.selection_seeds) & set(self.confirmation_seeds)
         if shared:
             raise ConfigError(f"seed(s) {sorted(shared)} are both selection and confirmation seeds")

@@ -44,6 +44,7 @@ from typing import Any
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from loglinear.models import MIXERS
 from loglinear.runs.config import (
     CONFIGS_DIR,
     GROUPS,
@@ -266,7 +267,26 @@ def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | No
             )
         seen[rid] = point
         runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg, stage=stage))
+    _check_labels(runs, where)
     return runs
+
+
+def _check_labels(runs: list[Run], where: object) -> None:
+    """Two architectures never share a row label (`display_name`) in one sweep: the report would pool their runs
+    into one row and pair against the pool (a subclass of a suite mixer keeps its display name unless it sets one)."""
+    named: dict[str, str] = {}
+    for mixer in dict.fromkeys(run.config.model.mixer for run in runs):
+        label = MIXERS[mixer].display_name
+        if label in named:
+            paths = " and ".join(f"{m!r} ({_import_path(m)})" for m in (named[label], mixer))
+            raise SpecError(f"{where}: model.mixer {paths} share the row label {label!r}, so the report would pool "
+                            f"them: give one its own display_name, or run them in separate sweeps")
+        named[label] = mixer
+
+
+def _import_path(mixer: str) -> str:
+    cls = MIXERS[mixer]
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def describe(point: Mapping[str, Any]) -> str:
