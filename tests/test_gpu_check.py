@@ -4,6 +4,7 @@ made-up outcomes; the GPU found deciding which of fla's kernels are tried."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -124,3 +125,12 @@ def test_the_sweep_of_the_agreement_check_is_the_demos_shortened(tmp_path):
                            str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "10 runs" in done.stdout, done.stdout
+
+
+def test_the_outcomes_are_read_from_each_finished_runs_result(tmp_path):
+    for name, status, seed in (("a", "max_steps", 0), ("b", "failed", 1)):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "result.json").write_text(json.dumps({
+            "status": status, "config": {"model": {"mixer": "mamba2"}, "train": {"seed": seed}},
+            "final_val": {"val/acc": 0.5, "val/loss": 2.1}, "test": {"test/acc": 0.4, "test/loss": 2.0}}))
+    assert sweep_agreement.outcomes(tmp_path) == {("mamba2", 0): {"val/acc": 0.5, "test/acc": 0.4, "test/loss": 2.0}}
