@@ -109,7 +109,7 @@ def run_once(mixer: str, impl: str, precision: str, args: argparse.Namespace, ro
         f"train.warmup_steps={max(1, args.steps // 10)}", f"train.val_every={val_every(args.steps)}",
         "train.early_stop_threshold=null", "train.seed=0",
         "logger.wandb.mode=disabled", "logger.progress=false", f"out_dir={out}",
-        *(QUICK_DATA if args.quick else []),
+        *(QUICK_DATA if args.quick else []), *(["train.compile=true"] if args.compile else []),
     ]
     cfg = load_run_config(PRESET, overrides)
     batch = cfg.data.batch_size
@@ -165,7 +165,8 @@ def describe(args: argparse.Namespace, precision: str, done: int, total: int) ->
     partial = "" if done == total else \
         f"**Partial: {done} of {total} mixers measured (stopped early: --time-limit, or killed).**\n\n"
     return (
-        f"{partial}`{PRESET}`, d_model {args.d_model}, {args.steps} steps, seed 0, precision {precision}, "
+        f"{partial}`{PRESET}`, d_model {args.d_model}, {args.steps} steps, "
+        f"{'compiled (train.compile=true)' if args.compile else 'eager'}, seed 0, precision {precision}, "
         f"torch {torch.__version__}, triton {triton_version()}. Loss logged every {val_every(args.steps)} steps; "
         f"steps/s over the steps after the first {min(args.skip, args.steps // 2)}, those after a validation left "
         f"out; peak memory torch.cuda.max_memory_allocated. The curves agree when max |d| <= max(ref, 2^-7 x mean "
@@ -188,6 +189,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--skip", type=int, default=10, help="first steps left out of steps/s (at most half)")
     parser.add_argument("--quick", action="store_true", help="tiny data (batch 32, T 64), print only")
+    parser.add_argument("--compile", action="store_true", help="every run with train.compile=true (its own section)")
     parser.add_argument("--time-limit", type=float, metavar="S",
                         help="start no mixer that would end more than S seconds after the start, if it took as "
                              "long as the mixer before it")
@@ -201,6 +203,8 @@ def main() -> None:
     if not cuda:
         print("no CUDA device: impl auto is chunk here and both runs are float32; printing only", flush=True)
     section = SECTION if args.mixers == list(MIXERS.names()) else f"{SECTION} ({', '.join(args.mixers)})"
+    if args.compile or args.d_model != 64:
+        section += f", d_model {args.d_model}" + (", compiled" if args.compile else "")
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="gpu_training_") as tmp:
         for mixer in args.mixers:

@@ -94,6 +94,33 @@ def layout_kwargs(fn: Callable, scale: bool = True) -> dict:
     return kw
 
 
+FLA_HOPPER_REFUSED = ((3, 4, 0), (3, 7, 0))
+"""Triton versions (inclusive) with which fla 0.6 refuses `chunk_gated_delta_rule` and `chunk_simple_gla` on Hopper
+(compute capability 9.x): a miscompile of the gated chunk backward there, fixed from Triton 3.7.1."""
+
+
+def triton_triple(version: str) -> tuple[int, ...]:
+    return tuple(int("".join(c for c in part if c.isdigit()) or 0) for part in version.split("+")[0].split(".")[:3])
+
+
+def fla_refusal(device: torch.device, triton_version: str | None = None) -> str | None:
+    """Why fla's gated kernels (`chunk_gated_delta_rule`, `chunk_simple_gla`) are not tried on `device`, or None.
+
+    The GPU found decides: fla refuses them on Hopper with the Triton versions of FLA_HOPPER_REFUSED (it raises
+    when called), so they are not called there and the cell says why."""
+    if device.type != "cuda":
+        return None
+    if triton_version is None:
+        import triton
+
+        triton_version = triton.__version__
+    major, minor = torch.cuda.get_device_capability(device)
+    low, high = FLA_HOPPER_REFUSED
+    if major == 9 and low <= triton_triple(triton_version) <= high:
+        return f"refused by fla on Hopper (sm_{major}{minor}) with Triton {triton_version}"
+    return None
+
+
 Setup = Callable[[dict], "tuple[Callable[[], torch.Tensor], list[torch.Tensor]]"]
 
 
@@ -194,7 +221,8 @@ def linear_mamba2(s: Setting) -> Method:
     """fla's simple GLA (scalar per-head decay; per-head q/k, so the shared ones are expanded), else mamba_ssm's
     chunked scan."""
     H = s.shape.H
-    if s.libs.fla_simple_gla is not None:
+    refusal = fla_refusal(s.device) if s.libs.fla_simple_gla is not None else None
+    if s.libs.fla_simple_gla is not None and refusal is None:
         fn = s.libs.fla_simple_gla
         kw = layout_kwargs(fn)
 
@@ -216,7 +244,7 @@ def linear_mamba2(s: Setting) -> Method:
             return (lambda: fn(x, dt, A, Bm, C, CHUNK)), [x, dt, A, Bm, C]
 
         return Method("linear Mamba-2 (mamba_ssm mamba_chunk_scan_combined)", ssd)
-    return Method("linear Mamba-2", None, missing_reason(s.libs, "chunk_simple_gla", "mamba_ssm"))
+    return Method("linear Mamba-2", None, refusal or missing_reason(s.libs, "chunk_simple_gla", "mamba_ssm"))
 
 
 @peer("fla_gdn", "gdn")
@@ -225,6 +253,9 @@ def fla_gated_delta_rule(s: Setting) -> Method:
     label = "linear GDN (fla chunk_gated_delta_rule)"
     if s.libs.fla_gdn is None:
         return Method(label, None, missing_reason(s.libs, "chunk_gated_delta_rule"))
+    refusal = fla_refusal(s.device)
+    if refusal:
+        return Method(label, None, refusal)
     fn = s.libs.fla_gdn
     kw = layout_kwargs(fn)
     H = s.shape.H

@@ -29,6 +29,8 @@ import torch.nn.functional as F
 
 from benchmarks.results_md import markdown_table, write_section
 from loglinear.models import MIXERS, build_model, param_groups
+from loglinear.runs.config import TrainConfig
+from loglinear.runs.lit import compile_blocks
 
 SECTION = "models: CPU training step"
 REFERENCE = "attention"  # every other mixer's step time is reported relative to softmax attention's
@@ -43,13 +45,15 @@ def batch_for(T: int, args: argparse.Namespace) -> int:
     return args.batch if T <= 256 else max(1, TOKENS_PER_STEP // T)
 
 
-def make_step(mixer: str, T: int, args: argparse.Namespace) -> Callable[[], None]:
-    """A closure running one training step of a fresh model on fixed random data."""
+def make_step(mixer: str, T: int, args: argparse.Namespace, compile: bool = False) -> Callable[[], None]:
+    """A closure running one training step of a fresh model on fixed random data; with `compile`, the model's
+    blocks compiled as `train.compile=true` compiles them."""
     torch.manual_seed(0)
     model = build_model(dict(
         mixer=mixer, d_model=args.d_model, n_layers=args.layers, vocab_size=args.vocab, max_len=T, mlp_ratio=0.0,
         attention_heads=args.attention_heads,  # read by attention only
     ))
+    compile_blocks(model, TrainConfig(compile=compile))
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=1e-3)
     B = batch_for(T, args)
     inputs = torch.randint(0, args.vocab, (B, T))

@@ -37,6 +37,16 @@ def test_doctor_on_a_cpu_machine_checks_in_the_interpreter_says_chunk_and_exits_
     assert out.rstrip().endswith("no CUDA device: auto uses chunk")
 
 
+def test_doctor_says_whether_torch_compile_has_a_cpp_compiler(monkeypatch, capsys):
+    monkeypatch.setattr("loglinear.kernels.doctor.cpp_compiler", lambda: None)
+    main(["doctor"])
+    assert ("C++ compiler for torch.compile on the CPU (train.compile): none found (install g++ or set CXX); "
+            "train.compile=true fails on the CPU") in capsys.readouterr().out
+    monkeypatch.setattr("loglinear.kernels.doctor.cpp_compiler", lambda: "g++")
+    main(["doctor"])
+    assert "C++ compiler for torch.compile on the CPU (train.compile): g++\n" in capsys.readouterr().out
+
+
 def test_doctor_exits_1_on_a_failed_check(monkeypatch, capsys):
     break_output(monkeypatch)
     assert main(["doctor"]) == 1

@@ -194,3 +194,24 @@ def test_chunk_sizes_above_the_level_limit_are_lowered(chunk_size):
     # the kernels use chunks of up to MAX_CHUNK = 64 tokens (shared memory): larger ones are lowered, not miscomputed
     xs, _ = make(1, 600, 1, 1, 16, 16, delta=False, seed=3)
     assert_close(xs, None, grads=True, chunk_size=chunk_size)
+
+
+@pytest.mark.parametrize("delta", [False, True])
+def test_the_fused_kernels_run_inside_a_compiled_function(delta):
+    """Dynamo leaves the fused call alone (a graph break around it), so a compiled model can use the kernels:
+    same output and gradients as the eager call."""
+    xs, _ = make(1, 32, 2, 1, 16, 16, delta=delta)
+    xs = {n: None if x is None else x.float() for n, x in xs.items()}
+
+    def f(q, k, v, g, lam, beta):
+        return (2 * log_linear_attn(q, k, v, g, lam, beta, impl="triton", chunk_size=16)[0]).sum(-1)
+
+    def outputs(fn):
+        leaves = {n: None if x is None else x.clone().requires_grad_() for n, x in xs.items()}
+        out = fn(*leaves.values())
+        out.square().sum().backward()
+        return [out.detach()] + [x.grad for x in leaves.values() if x is not None]
+
+    torch._dynamo.reset()
+    for eager, compiled in zip(outputs(f), outputs(torch.compile(f, backend="eager")), strict=True):
+        torch.testing.assert_close(compiled, eager, rtol=0, atol=0)

@@ -10,17 +10,21 @@ PRESET = CONFIGS_DIR / "mqar_cpu.yaml"
 SET_APART = {"model.init": "authors", "model.A_init": "arange", "model.A_init_min": 2.0, "model.A_init_max": 8.0,
              "model.in_proj_std": 0.1,
              "model.out_proj_init": "fan_in_uniform", "model.conv_bias_init": "zero", "model.deltanet_key_dim": 12,
-             "model.mixer_options": "{width: 3}", "data.train_size": 1000}
+             "model.mixer_options": "{width: 3}", "data.train_size": 1000,
+             "train.compile": "true", "train.cuda_graphs": "true"}
 MIXER = {"model.mixer_options": "causal_conv_mixer:CausalConvMixer"}
 """The mixer that reads the key, where mamba2 does not (a mixer with options: examples/causal_conv_mixer.py)."""
+NEEDS = {"train.cuda_graphs": ["train.compile=true"]}
+"""What a key needs set for its value to be valid (in all three configs compared)."""
 
 
 @pytest.mark.parametrize("key", sorted(ID_OMITTED_AT_DEFAULT))
 def test_an_option_at_its_default_is_no_part_of_the_id_and_set_it_is(key, monkeypatch):
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[2] / "examples"))
     mixer = f"model.mixer={MIXER.get(key, 'mamba2')}"
-    earlier = run_id(load_run_config(PRESET, [mixer]))
+    needs = NEEDS.get(key, [])
+    earlier = run_id(load_run_config(PRESET, [mixer, *needs]))
     default = "null" if ID_OMITTED_AT_DEFAULT[key] is None else ID_OMITTED_AT_DEFAULT[key]
-    at_default = run_id(load_run_config(PRESET, [mixer, f"{key}={default}"]))
-    set_apart = run_id(load_run_config(PRESET, [mixer, f"{key}={SET_APART[key]}"]))
+    at_default = run_id(load_run_config(PRESET, [mixer, *needs, f"{key}={default}"]))
+    set_apart = run_id(load_run_config(PRESET, [mixer, *needs, f"{key}={SET_APART[key]}"]))
     assert at_default == earlier != set_apart

@@ -1,5 +1,6 @@
-"""`loglinear doctor`: the versions, the devices, which implementation `impl="auto"` picks on each, and the
-fused kernels' self-check run now (kernels/selfcheck.py), its verdicts stored for the next runs."""
+"""`loglinear doctor`: the versions, the C++ compiler torch.compile needs on the CPU, the devices, which
+implementation `impl="auto"` picks on each, and the fused kernels' self-check run now (kernels/selfcheck.py), its
+verdicts stored for the next runs."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from loglinear.kernels.api import resolve_impl
+from loglinear.kernels.cpp_compiler import cpp_compiler
 from loglinear.kernels.impls import triton_available
 from loglinear.kernels.selfcheck import (
     CACHE_ENV,
@@ -57,6 +59,10 @@ def run_doctor(emit: Callable[[str], None] = print) -> bool:
     emit(f"Python {platform.python_version()}, " + ", ".join(
         f"{name} {found[name] or 'not installed'}" for name in ("torch", "triton", "lightning", "loglinear")))
     emit(f"self-check mode: {mode_of()} ({MODE_ENV}); verdicts stored in {cache_dir()} ({CACHE_ENV})")
+    compiler = cpp_compiler()
+    emit(f"C++ compiler for torch.compile on the CPU (train.compile): {compiler}" if compiler else
+         "C++ compiler for torch.compile on the CPU (train.compile): none found (install g++ or set CXX); "
+         "train.compile=true fails on the CPU")
     cpu = resolve_impl("auto", torch.zeros(1, 1, 1, 1)).name
     if not triton_available():
         emit(f"triton is not installed: nothing to check; auto uses {cpu} on the CPU and on any CUDA device")

@@ -53,6 +53,7 @@ def _chunk(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_s
     return chunk_log_linear_attn(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state)
 
 
+@torch.compiler.disable  # inside a compiled model the fused kernels run as they are, between its graphs
 def _triton(q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state=True):
     from loglinear.kernels.fused.function import fused_log_linear_attn
 

@@ -363,6 +363,7 @@ def verdict(device: torch.device, dtype: torch.dtype, mode: str = "auto") -> Ver
     return _VERDICTS[slot]
 
 
+@torch.compiler.disable  # file reads and a warning: run as Python, never traced into a compiled model's graph
 def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode: str,
                  variant: Variant = Variant.SCALAR_DECAY) -> tuple[str, Verdict]:
     """The implementation to run where "triton" was chosen (`requested` "auto" or "triton"), and the verdict

@@ -52,6 +52,8 @@ ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
                      "conv_bias_init")},
     "model.mixer_options": {},
     "data.train_size": None,
+    "train.compile": False,
+    "train.cuda_graphs": False,
 }
 """Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
 their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
@@ -98,6 +100,11 @@ class TrainConfig:
                      batch never depends on the machine; data parallel: devices=N strategy=ddp (each rank
                      draws its own batches: the effective batch is N x data.batch_size).
     deterministic:   torch deterministic algorithms (Triton atomics are not covered).
+    compile:         torch.compile each block of the model (mixer, norms, MLP; the fused kernels run inside
+                     it as calls the compiler leaves alone); off by default. On the CPU torch.compile needs a
+                     C++ compiler (`loglinear doctor` says whether there is one).
+    cuda_graphs:     with `compile`, replay each compiled block as CUDA graphs (torch.compile's mode
+                     "reduce-overhead": fewer kernel launches per step); CUDA only.
     init_from:       a finished run's folder: start from its final weights, matched by name (weights it
                      does not have keep their initialisation; a shape mismatch is an error), runs/init_from.py.
     """
@@ -119,6 +126,8 @@ class TrainConfig:
     devices: Any = 1
     strategy: str = "auto"
     deterministic: bool = False
+    compile: bool = False
+    cuda_graphs: bool = False
     init_from: str | None = None
 
     def __post_init__(self) -> None:
@@ -144,6 +153,8 @@ class TrainConfig:
                 raise ValueError(f"{e} (a validation accuracy; null trains to max_steps)") from None
         _check_choice("train.precision", self.precision, PRECISIONS)
         _check_choice("train.accelerator", self.accelerator, ACCELERATORS)
+        if self.cuda_graphs and not self.compile:
+            raise ValueError("train.cuda_graphs=true needs train.compile=true (CUDA graphs of the compiled blocks)")
         _check_devices(self.devices)
 
     def lr_factor(self, step: int) -> float:

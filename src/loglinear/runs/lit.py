@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from loglinear.models.backbone import build_model
+from loglinear.models.backbone import LanguageModel, build_model
 from loglinear.models.config import ModelConfig
 from loglinear.models.linear_mixer import LinearAttentionMixer
 from loglinear.models.optim import param_groups
@@ -46,6 +46,18 @@ class MetricSums:
     loss: float = 0.0  # cross-entropy summed over scored positions
 
 
+def compile_blocks(model: LanguageModel, train_cfg: TrainConfig) -> None:
+    """torch.compile each block of `model` in place when `train.compile` says so (with CUDA graphs when
+    `train.cuda_graphs` does).
+
+    The blocks, not the whole model: the model picks the scored positions by a boolean mask, whose
+    data-dependent size would split its graph anyway. In place (`Module.compile`), so parameter names and
+    checkpoints are those of an eager run."""
+    if train_cfg.compile:
+        for block in model.blocks:
+            block.compile(mode="reduce-overhead" if train_cfg.cuda_graphs else None)
+
+
 class LitLanguageModel(L.LightningModule):
     """Trains a `build_model(model_cfg, seed=train_cfg.seed)` language model on scored positions only."""
 
@@ -53,6 +65,7 @@ class LitLanguageModel(L.LightningModule):
         super().__init__()
         self.model_cfg, self.train_cfg = model_cfg, train_cfg
         self.model = build_model(model_cfg, seed=train_cfg.seed)
+        compile_blocks(self.model, train_cfg)
         self.set_names = set_names or {}  # stage -> names of its evaluation sets (the `eval_set` slice)
         self.diverged = False
         self._sums: dict[str, MetricSums] = {}  # "" (all examples), "/num_kv_pairs=8", "/set=<name>", ...

@@ -43,6 +43,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
+from loglinear.kernels.cpp_compiler import cpp_compiler
 from loglinear.runs.checkpoints import Resume, resume_point
 from loglinear.runs.config import SOLVED, ConfigError, RunConfig, identity, to_container, to_yaml
 from loglinear.runs.folder import (
@@ -90,12 +91,18 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
 
 def _check_machine(cfg: RunConfig) -> None:
     """What the config asks of this machine, checked before the run folder is made: float16 mixed precision
-    needs a GPU (on the CPU Lightning would run bf16-mixed while config.yaml says 16-mixed)."""
+    needs a GPU (on the CPU Lightning would run bf16-mixed while config.yaml says 16-mixed); CUDA graphs need
+    CUDA; torch.compile on the CPU needs a C++ compiler."""
     on_cpu = cfg.train.accelerator == "cpu" or (cfg.train.accelerator == "auto" and not torch.cuda.is_available()
                                                 and not torch.backends.mps.is_available())
     if cfg.train.precision == "16-mixed" and on_cpu:
         raise ConfigError("train.precision=16-mixed needs a GPU (float16 autocast); on the CPU use bf16-mixed "
                           "or 32-true")
+    if cfg.train.cuda_graphs and on_cpu:
+        raise ConfigError("train.cuda_graphs=true needs a CUDA device; on the CPU leave it false")
+    if cfg.train.compile and on_cpu and cpp_compiler() is None:
+        raise ConfigError("train.compile=true needs a C++ compiler on the CPU (torch.compile builds C++ there) and "
+                          "none was found: install g++ (or set CXX), or set train.compile=false")
 
 
 def is_rank_zero() -> bool:

@@ -1,0 +1,136 @@
+"""benchmarks.gpu_check and its parts, on the CPU: the dry run, the time limit, a failed step recorded while the
+next one runs, the record; the determinism probe in Triton's interpreter; the GPU-against-CPU comparison on
+made-up outcomes; the GPU found deciding which of fla's kernels are tried."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from benchmarks import determinism, gpu_check, results_md, sweep_agreement
+from benchmarks.kernel_peers import fla_refusal
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_the_dry_run_lists_every_step_and_exits_0_on_any_machine():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--time-limit", "60"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("would run, within 60 s")
+    assert [line.split(":")[0] for line in lines[1:]] == [
+        f"{i}. {s.name}" for i, s in enumerate(gpu_check.plan(Path("logs")), 1)]
+    assert "pytest -m gpu" in done.stdout and "benchmarks.determinism" in done.stdout
+
+
+def test_a_failed_step_is_recorded_the_next_runs_and_the_limit_stops_the_rest(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "MIN_STEP_S", 1.0)
+    steps = [
+        gpu_check.Step("fails", python("import sys; print('broken'); sys.exit(3)")),
+        gpu_check.Step("passes", python("print('fine')")),
+        gpu_check.Step("overruns", python("import time; time.sleep(120)")),
+        gpu_check.Step("never starts", python("print('late')")),
+    ]
+    started = time.monotonic()
+    outcomes = gpu_check.run_all(steps, tmp_path, limit_s=8)
+    assert time.monotonic() - started < 30  # the sleeping step was stopped at the limit, not after 120 s
+    assert [o.status.split(" ")[0] for o in outcomes] == ["failed", "passed", "timed", "skipped:"]
+    assert outcomes[0].status == "failed (exit 3)"
+    assert "broken" in outcomes[0].log.read_text() and "fine" in outcomes[1].log.read_text()
+    assert outcomes[3].log is None and not list(tmp_path.glob("04-*"))
+
+
+def test_the_record_is_a_dated_section_appended_to_the_results(tmp_path, monkeypatch):
+    monkeypatch.setattr(results_md, "RESULTS", tmp_path / "RESULTS.md")
+    steps = [gpu_check.Step("doctor", [sys.executable, "-m", "loglinear", "doctor"])]
+    env = {"device": "NVIDIA H100", "capability": "9.0", "driver": "580.1", "torch": "2.11", "triton": "3.6.0",
+           "fla-core": "0.6.0"}
+    for stamp in ("2026-01-01 10:00", "2026-01-02 10:00"):
+        outcome = gpu_check.Outcome("passed", 12.3, tmp_path / "01-doctor.log", "mean 40%")
+        results_md.write_section(f"gpu check {stamp}", gpu_check.record(steps, [outcome], env, tmp_path, 1200))
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert "## gpu check 2026-01-01 10:00" in text and "## gpu check 2026-01-02 10:00" in text
+    for field in ("NVIDIA H100", "capability 9.0", "driver 580.1", "torch 2.11", "triton 3.6.0", "fla-core 0.6.0",
+                  "- command: `", "- date: ", "Time limit 1200 s, 12 s used", "| 1 | doctor | `-m loglinear doctor` | "
+                  "passed | 12 | `01-doctor.log` | mean 40% |"):
+        assert field in text
+
+
+def test_the_utilisation_summary_reads_nvidia_smi_lines():
+    assert gpu_check.utilisation_summary("50\n100\n95\n15\n") == "mean 65%, > 90% in 50% of 4 samples"
+    assert gpu_check.utilisation_summary("") == "no samples"
+
+
+@pytest.mark.parametrize(("capability", "triton", "refused"), [
+    ((9, 0), "3.6.0", True), ((9, 0), "3.4.0", True), ((9, 0), "3.7.0", True), ((9, 0), "3.7.1", False),
+    ((9, 0), "3.3.1", False), ((8, 0), "3.6.0", False)])
+def test_the_gpu_found_decides_which_fla_kernels_are_tried(capability, triton, refused, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    reason = fla_refusal(torch.device("cuda"), triton)
+    assert (reason is not None) == refused
+    if refused:
+        assert reason == f"refused by fla on Hopper (sm_90) with Triton {triton}"
+    assert fla_refusal(torch.device("cpu"), triton) is None
+
+
+def test_the_determinism_probe_runs_every_fused_kernel_in_the_interpreter():
+    pytest.importorskip("triton")
+    worst = determinism.probe("gdn", torch.float32, determinism.SIZES["tiny"], torch.device("cpu"))
+    assert set(worst) == {"o", "final state", "d initial state", "dq", "dk", "dv", "dg", "dlam", "dbeta"}
+    assert all(diff == 0 for diff in worst.values())
+
+
+def test_the_determinism_probe_reports_the_largest_difference_between_calls(monkeypatch):
+    calls = iter([0.0, 0.0, 0.5, 0.25])
+    monkeypatch.setattr(determinism, "call", lambda *args: {"o": torch.full((2,), next(calls)), "dq": torch.zeros(2)})
+    worst = determinism.probe("mamba2", torch.float32, determinism.SIZES["tiny"], torch.device("cpu"))
+    assert worst == {"o": 0.5, "dq": 0.0}
+    text = determinism.table([{"variant": "mamba2", "dtype": "fp32", "max_diff": worst},
+                              {"variant": "gdn", "dtype": "bf16", "error": "RuntimeError: boom"}])
+    assert "| mamba2 | fp32 | 0 | 0.5 | **differs** |" in text and "error: RuntimeError: boom" in text
+
+
+def test_gpu_and_cpu_outcomes_agree_within_the_declared_tolerances():
+    cpu = {("mamba2", 0): {"val/acc": 0.50, "test/acc": 0.40, "test/loss": 2.000},
+           ("mamba2", 1): {"val/acc": 0.50, "test/acc": 0.40, "test/loss": 2.000},
+           ("attention", 0): {"val/acc": 0.99, "test/acc": 0.98, "test/loss": 0.100}}
+    gpu = {("mamba2", 0): {"val/acc": 0.505, "test/acc": 0.395, "test/loss": 2.015},  # within the tolerances
+           ("mamba2", 1): {"val/acc": 0.50, "test/acc": 0.42, "test/loss": 2.000}}  # test accuracy too far
+    rows, every = sweep_agreement.compare(gpu, cpu)
+    assert not every
+    assert [(r[0], r[1], r[-1]) for r in rows] == [
+        ("`attention`", 0, "**no**"), ("`mamba2`", 0, "yes"), ("`mamba2`", 1, "**no**")]
+    assert rows[0][2] == "missing on the GPU"
+    assert sweep_agreement.compare({k: gpu[k] for k in [("mamba2", 0)]}, {("mamba2", 0): cpu["mamba2", 0]})[1]
+
+
+def test_the_sweep_of_the_agreement_check_is_the_demos_shortened(tmp_path):
+    spec = sweep_agreement.spec("cpu", 300, 2)
+    assert spec["base"]["train.max_steps"] == 300 and spec["base"]["train.accelerator"] == "cpu"
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    done = subprocess.run([sys.executable, "-m", "loglinear", "sweep", "run", str(path), "--dry-run", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "10 runs" in done.stdout, done.stdout
+
+
+def test_the_outcomes_are_read_from_each_finished_runs_result(tmp_path):
+    for name, status, seed in (("a", "max_steps", 0), ("b", "failed", 1)):
+        (tmp_path / "runs" / name).mkdir(parents=True)
+        (tmp_path / "runs" / name / "result.json").write_text(json.dumps({
+            "status": status, "config": {"model": {"mixer": "mamba2"}, "train": {"seed": seed}},
+            "final_val": {"val/acc": 0.5, "val/loss": 2.1}, "test": {"test/acc": 0.4, "test/loss": 2.0}}))
+    assert sweep_agreement.outcomes(tmp_path) == {("mamba2", 0): {"val/acc": 0.5, "test/acc": 0.4, "test/loss": 2.0}}
