@@ -23,10 +23,16 @@ STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
-    *RESULT_COLUMNS, "val_score", "test_score", "implementations", *(f"state_size_{kind}" for kind in STATE_KINDS),
+    *RESULT_COLUMNS, "val_score", "test_score", "solved", "escaped", "convergence", "implementations",
+    *(f"state_size_{kind}" for kind in STATE_KINDS),
     *RECALL_COLUMNS,
 )
-"""`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+"""`val_accuracy`: the best validation accuracy of the run; `steps_to_threshold`: the step it became solved at
+(result.json's); `val_score` / `test_score`: what the selection and the tables use (`results.Record`: the final
+weights' validation and test accuracy), as fractions; `solved` / `escaped` (True or False; empty where not known,
+`escaped` empty without a plateau threshold) and `convergence` (threshold, plateau, improving, diverged, failed,
+unknown; empty for a run without a result): what every table and test of the report counts (`Record.solved`,
+`Record.escaped`, `Record.convergence`, at the report's thresholds);
 `implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
 recorded); `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training
 length (then `.../seq_len=L` at each test length L, after the test metrics); `state_at_recall_*`: what it holds
@@ -40,6 +46,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
     lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
     states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
+    report = sweep.report
     text = io.StringIO()
     writer = csv.writer(text)
     writer.writerow([*CSV_COLUMNS, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
@@ -49,7 +56,9 @@ def write_csv(sweep: Sweep, path: Path) -> None:
             "lambda_param": r.get(LAMBDA_KEY),
             "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
             "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
-            "val_score": r.val_score, "test_score": r.test_score,
+            "val_score": r.val_score, "test_score": r.test_score, "solved": r.solved(report.threshold),
+            "escaped": None if report.plateau is None else r.escaped(report.plateau, report.threshold),
+            "convergence": r.convergence(report.threshold),
             **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
             "implementations": " ".join(r.implementations or ()), **recall_state(r),
         }
