@@ -284,7 +284,8 @@ def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(
 
 
 def test_a_primary_test_the_runs_cannot_give_is_reported_untested_not_an_error(tmp_path):
-    """No Mamba-2 run was solved (none reached 99% on validation): the declared log-rank test has no event, so the report says the primary was not tested, and why."""
+    """No Mamba-2 run was solved (none reached 99% on validation): the declared log-rank test has no event, so
+    the report says the primary was not tested, and why."""
     primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2", "test": "steps"}
     report = write_report(outcome_sweep(tmp_path, primary=primary))
     line = next(x for x in report.table.splitlines() if x.startswith("**Primary comparison**"))

@@ -9,7 +9,8 @@ from loglinear.runs.config import CONFIGS_DIR, ID_OMITTED_AT_DEFAULT, load_run_c
 PRESET = CONFIGS_DIR / "mqar_cpu.yaml"
 SET_APART = {"model.A_init": "arange", "model.A_init_min": 2.0, "model.A_init_max": 8.0, "model.in_proj_std": 0.1,
              "model.out_proj_init": "fan_in_uniform", "model.conv_bias_init": "zero", "model.deltanet_key_dim": 12,
-             "model.mixer_options": "{width: 3}"}
+             "model.mixer_options": "{width: 3}", "train.threshold_evals": 2, "train.plateau_window": 20,
+             "train.plateau_min_delta": 0.02}
 MIXER = {"model.mixer_options": "causal_conv_mixer:CausalConvMixer"}
 """The mixer that reads the key, where mamba2 does not (a mixer with options: examples/causal_conv_mixer.py)."""
 
