@@ -79,7 +79,8 @@ EQUAL_STATE_NOTE = (
 LENGTH_NOTE = (
     "Per test length L: `scaled`, Grazzi et al.'s scaled accuracy (acc - 1/C) / (1 - 1/C) of the test accuracy "
     "(C classes: chance 0, perfect 1), mean (std) over seeds; `seq %`, full-sequence accuracy (every scored "
-    "position right), mean (std); `solved`, k/n runs above {pct}% test accuracy at L. `(train)` marks lengths inside "
+    "position right), mean (std); `above {pct}%`, k/n runs whose test accuracy at L is above {pct}% (what that "
+    "length shows; solved is the run's, on validation). `(train)` marks lengths inside "
     "the training range. With only the final position scored (`scored: last`, for parity and the word problems) "
     "these measure the task's answer at length L."
 )
@@ -93,8 +94,8 @@ PAIRS_NOTE = (
 LENGTH_PAIRED_NOTE = (
     "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds with the "
     "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `solved a vs b`: runs "
-    "above {pct}% at that length on each side; `*`: a test of that comparison is significant (the primary alone, a "
-    "secondary after Holm; which one, and every p-value: paired_by_length.csv)."
+    "solved on each side (the run's, the same at every length); `*`: a test of that comparison is significant (the "
+    "primary alone, a secondary after Holm; which one, and every p-value: paired_by_length.csv)."
 )
 
 
