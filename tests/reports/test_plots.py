@@ -23,9 +23,14 @@ BIMODAL = {"mamba2": [0.25, 0.25, 0.995, 0.25, 0.995], "log_linear_mamba2": [0.9
 """Plateau or solved: a median line through Mamba-2's would run at 25% beside two solved runs."""
 
 
+def ran(acc: float, **extra):
+    """A finished run whose validation (and test) accuracy is `acc`: solved at step 50 when above 99%."""
+    return finished(acc, steps_to_threshold=50 if acc > 0.99 else None, **extra)
+
+
 @pytest.fixture
 def sweep(tmp_path):
-    entries = [run_entry(mixer, d_model, 1e-3, seed, finished(acc))
+    entries = [run_entry(mixer, d_model, 1e-3, seed, ran(acc))
                for d_model in (16, 32) for mixer, values in BIMODAL.items() for seed, acc in enumerate(values)]
     return load_sweep(make_sweep(tmp_path, entries))
 
@@ -67,7 +72,7 @@ def test_each_seed_is_a_point_filled_when_solved_with_the_tables_counts_and_no_l
 
 
 def test_the_counts_add_the_escaped_runs_when_the_report_has_a_plateau(tmp_path):
-    entries = [run_entry("mamba2", 16, 1e-3, seed, finished(acc)) for seed, acc in enumerate(BIMODAL["mamba2"])]
+    entries = [run_entry("mamba2", 16, 1e-3, seed, ran(acc)) for seed, acc in enumerate(BIMODAL["mamba2"])]
     plateau = load_sweep(make_sweep(tmp_path, entries, report={"plateau": 0.5}))
     (ax,) = acc_vs_d_model(plateau).axes
     assert [text.get_text() for text in ax.texts] == ["2/5 | 2/5"]
@@ -81,7 +86,7 @@ def two_stage(tmp_path):
     entries = [run_entry("gated_deltanet", 16, lr, seed, finished(val, test_acc=0.05), stage="selection",
                          **{"data.seed": seed})
                for lr, val in selection.items() for seed in (0, 1)]
-    entries += [run_entry("gated_deltanet", 16, 1e-2, seed, finished(0.995), stage="confirmation",
+    entries += [run_entry("gated_deltanet", 16, 1e-2, seed, ran(0.995), stage="confirmation",
                           **{"data.seed": seed}) for seed in range(10, 15)]
     protocol = {"selection_seeds": [0, 1], "confirmation_seeds": list(range(10, 15))}
     return load_sweep(make_sweep(tmp_path, entries, protocol=protocol))
@@ -113,7 +118,7 @@ def uneven(tmp_path):
     arms = {16: ("mamba2", "attention"), 32: ("attention", "gated_deltanet")}
     recall = {"by_level": {"2": [9, 10]}, "by_distance": {"2-3": [9, 10]}, "state_at_recall": {}}
     entries = [run_entry(mixer, d_model, 1e-3, seed,
-                         finished(0.995, test={"test/acc/num_kv_pairs=4": 0.9},
+                         ran(0.995, test={"test/acc/num_kv_pairs=4": 0.9},
                                   **({"recall": recall} if mixer == "gated_deltanet" else {})),
                          curve=[(50, 0.5), (100, 0.995)])
                for d_model, mixers in arms.items() for mixer in mixers for seed in range(2)]
@@ -148,7 +153,7 @@ def long_cells(tmp_path):
     """Three panels whose cells are told apart by four keys with long values, as an initialisation study's are."""
     inits = [("arange", 0.1, "fan_in_uniform", "zero"), ("arange", 0.02, "normal", "uniform"),
              ("uniform", 0.02, "normal", "uniform")]
-    entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.995), curve=[(50, 0.5), (100, 0.995)],
+    entries = [run_entry(mixer, 16, 1e-3, seed, ran(0.995), curve=[(50, 0.5), (100, 0.995)],
                          **{"model.A_init": a, "model.in_proj_std": std, "model.out_proj_init": out,
                             "model.conv_bias_init": bias})
                for a, std, out, bias in inits for mixer in ("mamba2", "log_linear_mamba2") for seed in range(2)]

@@ -129,10 +129,11 @@ def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(tmp_path):
     by_id = {r.run_id: r for r in sweep.records}
     for row in rows:
         record = by_id[row["run_id"]]
-        assert record.solved == (None if row["status"] in ("failed", "missing") else bool(row["steps_to_threshold"]))
-        if record.solved is not None:
-            assert record.escaped(0.5) == (float(row["val_score"]) > 0.5)
-            assert record.convergence == ("threshold" if record.solved else "unknown")
+        solved = record.solved(0.99)
+        assert solved == (None if row["status"] in ("failed", "missing") else bool(row["steps_to_threshold"]))
+        if solved is not None:
+            assert record.escaped(0.5, 0.99) == (solved or float(row["val_score"]) > 0.5)
+            assert record.convergence(0.99) == (row.get("convergence") or ("threshold" if solved else "unknown"))
 
 
 def test_the_solved_escaped_and_convergence_columns_are_read_when_present(tmp_path):
@@ -140,12 +141,12 @@ def test_the_solved_escaped_and_convergence_columns_are_read_when_present(tmp_pa
     rows = read_rows(tmp_path / "out" / CSV)
     finished = [r for r in rows if r["status"] in ("early_stopped", "max_steps")]
     for r in rows:
-        r.update(solved="", escaped="", convergence="")
+        r.update(solved="", escaped="", convergence="", passage_steps="", passage_reached="")
     finished[0].update(solved="False", escaped="True", convergence="plateau")
     newer = write_rows(tmp_path / "newer.csv", rows)
     record = next(r for r in load_sweep_from_csv(newer, spec, tmp_path / "x").records
                   if r.run_id == finished[0]["run_id"])
-    assert (record.solved, record.escaped(0.5), record.convergence) == (False, True, "plateau")
+    assert (record.solved(0.99), record.escaped(0.5, 0.99), record.convergence(0.99)) == (False, True, "plateau")
 
 
 @pytest.mark.parametrize("study", ["parity_gdn_confirm_cpu"])

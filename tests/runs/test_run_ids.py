@@ -11,7 +11,8 @@ SET_APART = {"model.init": "authors", "model.A_init": "arange", "model.A_init_mi
              "model.in_proj_std": 0.1,
              "model.out_proj_init": "fan_in_uniform", "model.conv_bias_init": "zero", "model.deltanet_key_dim": 12,
              "model.mixer_options": "{width: 3}", "data.train_size": 1000,
-             "train.compile": "true", "train.cuda_graphs": "true"}
+             "train.compile": "true", "train.cuda_graphs": "true",
+             "train.threshold_evals": 2, "train.plateau_window": 20, "train.plateau_min_delta": 0.02}
 MIXER = {"model.mixer_options": "causal_conv_mixer:CausalConvMixer"}
 """The mixer that reads the key, where mamba2 does not (a mixer with options: examples/causal_conv_mixer.py)."""
 NEEDS = {"train.cuda_graphs": ["train.compile=true"]}

@@ -14,7 +14,8 @@ import torch
 
 from loglinear.runs.config import SOLVED, ConfigError, identity, load_run_config, run_id, to_container
 from loglinear.runs.folder import read_result
-from loglinear.runs.metrics_file import METRICS, read_rows
+from loglinear.runs.metrics_file import METRICS, read_rows, validation_history
+from loglinear.runs.stopping import crossing_step
 from loglinear.runs.train import train
 
 # 1 key-value pair at length 8: attention solves it in ~100 steps, so each run takes seconds.
@@ -42,6 +43,7 @@ def test_attention_early_stops_above_threshold(tmp_path):
     assert result["status"] == "early_stopped"
     assert result["val_accuracy"] > 0.99
     assert result["steps_to_threshold"] == result["step"] < 300
+    assert result["convergence"] == "threshold"
     on_disk = read_result(tmp_path / "run")
     assert on_disk["status"] == "early_stopped" and on_disk["params"] == result["params"] > 0
     for name in ("config.yaml", "metrics.csv", "last.ckpt"):
@@ -60,6 +62,18 @@ def test_steps_to_threshold_is_recorded_without_early_stopping(tmp_path):
     # Lightning logs a validation after n steps at step n - 1; attention solves this task in ~100 steps
     first = next(int(r["step"]) + 1 for r in rows if float(r["val/acc"]) > SOLVED)
     assert result["steps_to_threshold"] == first < 200
+    assert result["convergence"] == "threshold"  # solved, though the budget ended it
+
+
+def test_the_threshold_held_on_consecutive_validations_stops_the_run_there(tmp_path):
+    result = train(tiny(tmp_path, "train.threshold_evals=2", "train.val_every=10"))
+    history = validation_history(read_rows(tmp_path / "run" / METRICS))
+    assert result["status"] == "early_stopped" and result["convergence"] == "threshold"
+    assert result["steps_to_threshold"] == result["step"] == crossing_step(history, SOLVED, 2) == history[-1][0]
+    assert [acc > SOLVED for _, acc in history[-2:]] == [True, True]
+    assert result["stop_reason"].endswith(f"on 2 consecutive validations (solved at step {result['step']})")
+    assert run_id(tiny(tmp_path, "train.threshold_evals=2")) != run_id(tiny(tmp_path)) == \
+        run_id(tiny(tmp_path, "train.threshold_evals=1"))
 
 
 def test_a_finished_run_is_not_redone(tmp_path):

@@ -21,13 +21,13 @@ from loglinear.reports.tables import length_labels, markdown_table, pct_text, te
 
 PAIRED_NOTE = (
     "Each comparison: the learning rates each side chose among; per shared seed, the exact McNemar test of "
-    "`solved` (test accuracy above {pct}%){plateau}; the log-rank test of the steps to {pct}% on validation (all runs "
-    "of each side); and the Wilcoxon signed-rank test of the paired differences in test accuracy (exact where it "
-    "can be; zero differences dropped), beside the paired Student-t 95% interval of their mean (percentage points) "
-    "as the effect size, marked `bimodal` when two groups of seeds explain most of the differences' spread (the "
-    "mean then lies between them). The primary comparison, declared by the spec before the runs, is tested alone at "
-    "alpha "
-    "{alpha:g} (its own line below); every other test is secondary: `Holm`, its p-value adjusted by "
+    "`solved` ({pct}% validation accuracy under the stopping rule){plateau}; the log-rank test of the steps until "
+    "solved (all runs of each side); and the Wilcoxon signed-rank test of the paired differences in test accuracy "
+    "(exact where it can be; zero differences dropped), beside the paired Student-t 95% interval of their mean "
+    "(percentage points) as the effect size, marked `bimodal` when two groups of seeds explain most of the "
+    "differences' spread (the mean then lies between them). The primary comparison, declared by the spec before the "
+    "runs, is tested alone at alpha {alpha:g} (its own line below); every other test is secondary: `Holm`, its "
+    "p-value adjusted by "
     "Holm-Bonferroni over the {n} secondary tests of this report (family-wise error {alpha:g}); `survives`: "
     "adjusted p <= {alpha:g}."
 )
@@ -46,7 +46,8 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]
     if not pairings:
         return f"No paired comparison: {unpairable_reason(sweep)}."
     report = sweep.report
-    plateau = "" if report.plateau is None else f" and of `escaped` (above {pct_text(report.plateau)}%)"
+    plateau = "" if report.plateau is None else (f" and of `escaped` (solved, or final validation accuracy above "
+                                                 f"{pct_text(report.plateau)}%)")
     lines = [PAIRED_NOTE.format(pct=pct_text(report.threshold), plateau=plateau, n=len(family.secondaries),
                                 alpha=ALPHA), ""]
     lines += [primary_line(family, report.primary is not None), ""]
@@ -65,9 +66,9 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
         "" if p.candidates[0] == p.candidates[1] else ", unequal")
     tests = {r.test: r for r in family if r.pairing is p}
     parts = []
-    for test, threshold in (("solved", p.threshold), ("escaped", p.plateau)):
+    for test in ("solved", "escaped"):
         if test in tests:
-            a, b, only_a, only_b = p.outcomes(threshold)  # type: ignore[arg-type]
+            a, b, only_a, only_b = p.outcomes(test)
             parts.append(f"{test} {a}/{p.n_pairs} vs {b}/{p.n_pairs} (discordant {only_a} vs {only_b}), "
                          f"McNemar {_p(tests[test])}")
     if "steps" in tests:
@@ -84,9 +85,24 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
                      + (f", Wilcoxon {_p(tests['accuracy'])}" if "accuracy" in tests else "")
                      + (f", paired t {_p(tests['accuracy_t'])}" if "accuracy_t" in tests else ""))
     text = f"{head} ({chosen}): " + "; ".join(parts)
+    cut = cut_off(p)
+    if cut:
+        text += f"; {cut}"
     if p.left_out:
         text += f"; {len(p.left_out)} seed(s) left out, without a result on one side"
     return ("**Primary** " if any(r.primary for r in tests.values()) else "") + text
+
+
+def cut_off(p: Pairing) -> str | None:
+    """What the comparison measures when most runs of a side ended on the budget while still improving (`most runs
+    of Mamba-2 (6 of 8) were cut off by the budget while still improving: ...`); None otherwise."""
+    sides = [f"{label} ({endings.count('improving')} of {len(endings)})"
+             for label, endings in zip((p.mixer_label, p.baseline_label), p.endings, strict=True)
+             if 2 * endings.count("improving") > len(endings)]
+    if not sides:
+        return None
+    return (f"most runs of {' and of '.join(sides)} were cut off by the budget while still improving: this "
+            "comparison measures how far each side got within the budget, not what it can learn")
 
 
 def _p(result: TestResult) -> str:
@@ -130,5 +146,5 @@ def _length_cell(p: Pairing) -> str:
     ci = p.interval
     interval = f" [{signed(ci.low)}, {signed(ci.high)}]" if ci else ""
     mean = ci.estimate if ci else p.diffs[0]
-    a, b, _, _ = p.outcomes(p.threshold)
+    a, b, _, _ = p.outcomes("solved")
     return f"{signed(mean)}{interval} {p.wins}/{p.n_pairs}, solved {a} vs {b}"

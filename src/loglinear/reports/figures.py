@@ -6,7 +6,7 @@ An arm is what the comparisons compare: the architecture with its λ parameteris
 A variant is the rest of a table row (an initialisation, a key dimension): rows of one arm that differ there share
 the arm's colour and are told apart by the marker. Outcomes are bimodal (a run stays on a plateau or solves the
 task), so no figure draws a median or a mean through a cell: each seed is a point, filled when its run is solved
-(`run_above`, the tables' own count), hollow when not, with the cell's counts `k/n` written above it.
+(`run_solved`, the tables' own count), hollow when not, with the cell's counts `k/n` written above it.
 """
 
 from __future__ import annotations
@@ -83,18 +83,21 @@ def _variant(row_keys: Iterable[str], row: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v for k, v in zip(row_keys, row, strict=True) if k not in ARM_KEYS)
 
 
-def run_above(record: Record, threshold: float) -> bool:
-    """Whether the run counts above `threshold` (solved at the report's threshold, escaped at its plateau), by
-    the very count the tables use (`Cell.above`), so a point is filled exactly when the table counts its run."""
-    return Cell(record.lr, [record]).above(threshold) == 1
+def run_solved(record: Record, threshold: float) -> bool:
+    """Whether the run is solved at the report's `threshold` (`Record.solved`, the tables' own count), so a point
+    is filled exactly when the table counts its run."""
+    return record.solved(threshold) is True
 
 
 def counts_text(cell: Cell, threshold: float, plateau: float | None) -> str:
-    """`k/n` runs solved, the tables' count over the cell's runs with a result; `k/n | e/n` with the escaped ones
+    """`k/n` runs solved, the tables' count (`Cell.solved`); `k/n | e/n` with the escaped ones (`Cell.escaped`)
     when the report has a plateau threshold."""
-    n = len(cell.values)
-    text = f"{cell.above(threshold)}/{n}"
-    return text if plateau is None else f"{text} | {cell.above(plateau)}/{n}"
+    solved = cell.solved(threshold)
+    text = f"{sum(solved)}/{len(solved)}"
+    if plateau is None:
+        return text
+    escaped = cell.escaped(plateau, threshold)
+    return f"{text} | {sum(escaped)}/{len(escaped)}"
 
 
 def counts_note(plateau: float | None) -> str:

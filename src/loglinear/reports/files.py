@@ -26,12 +26,17 @@ PASSAGE_STEPS, PASSAGE_REACHED = "passage_steps", "passage_reached"
 SELFCHECKS, RECALL, ERROR = "selfchecks", "recall", "error"
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
-    *RESULT_COLUMNS, PASSAGE_STEPS, PASSAGE_REACHED, "val_score", "test_score", "implementations", SELFCHECKS,
-    *(f"state_size_{kind}" for kind in STATE_KINDS), *RECALL_COLUMNS, RECALL, ERROR,
+    *RESULT_COLUMNS, PASSAGE_STEPS, PASSAGE_REACHED, "val_score", "test_score", "solved", "escaped", "convergence",
+    "implementations", SELFCHECKS, *(f"state_size_{kind}" for kind in STATE_KINDS), *RECALL_COLUMNS, RECALL, ERROR,
 )
-"""`passage_steps` / `passage_reached`: the steps until validation accuracy first passed the report's threshold
-and True, else the step where the run ended and False (the Kaplan-Meier time; empty without a metrics.csv);
-`val_score` / `test_score`: what the selection and the tables use (`results.Record`), as fractions;
+"""`val_accuracy`: the best validation accuracy of the run; `steps_to_threshold`: the step it became solved at
+(result.json's); `passage_steps` / `passage_reached`: the steps until validation accuracy first passed the report's
+threshold and True, else the step where the run ended and False (the Kaplan-Meier time; empty without a metrics.csv);
+`val_score` / `test_score`: what the selection and the tables use (`results.Record`: the final
+weights' validation and test accuracy), as fractions; `solved` / `escaped` (True or False; empty where not known,
+`escaped` empty without a plateau threshold) and `convergence` (threshold, plateau, improving, diverged, failed,
+unknown; empty for a run without a result): what every table and test of the report counts (`Record.solved`,
+`Record.escaped`, `Record.convergence`, at the report's thresholds);
 `implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
 recorded), `selfchecks` the fused kernels' self-check verdicts they relied on (JSON, empty: none);
 `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training length (then
@@ -48,6 +53,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
     lengths = sorted({n for r in sweep.records for n in r.test_seq_lens})
     states = [(kind, n) for n in lengths for kind in STATE_KINDS]
     varied = list(dict.fromkeys(k for r in sweep.records for k in r.point))
+    report = sweep.report
     text = io.StringIO()
     writer = csv.writer(text)
     columns = [c for c in CSV_COLUMNS if c not in sweep.absent_columns]
@@ -59,7 +65,9 @@ def write_csv(sweep: Sweep, path: Path) -> None:
             "d_model": r.d_model, "n_layers": r.get("model.n_layers"), "lr": r.lr, "seed": r.get("train.seed"),
             "task": r.task, **{k: r.result.get(k) for k in RESULT_COLUMNS},
             **_passage_columns(r.passage(sweep.report.threshold)),
-            "val_score": r.val_score, "test_score": r.test_score,
+            "val_score": r.val_score, "test_score": r.test_score, "solved": r.solved(report.threshold),
+            "escaped": None if report.plateau is None else r.escaped(report.plateau, report.threshold),
+            "convergence": r.convergence(report.threshold),
             **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
             "implementations": " ".join(r.implementations or ()), SELFCHECKS: r.selfchecks or None,
             **recall_state(r), RECALL: recall_groups(r), ERROR: r.result.get("error"),

@@ -9,9 +9,10 @@ confirmation seeds' runs. A seed on one side only is left out and counted.
 
 Each comparison has up to four tests, five with a paired-t primary (`sweeps.protocol.TESTS`, statistics in
 `statistics`):
-- solved: exact McNemar on the paired outcomes "test accuracy above the threshold";
-- escaped: the same above the plateau threshold, when the spec sets one;
-- steps: log-rank on the steps to the threshold on validation (every run of each side, censored at its end);
+- solved: exact McNemar on the paired outcomes "solved" (`results.Record.solved`: the run met the threshold on
+  validation under the stopping rule; at a test length too, solved is the run's);
+- escaped: the same for "escaped the plateau" (`results.Record.escaped`), when the spec sets a plateau threshold;
+- steps: log-rank on the steps until solved (every run of each side, censored at its end);
 - accuracy: the Wilcoxon signed-rank test of the paired differences of test accuracy (exact where it can be),
   which needs no normality: runs that either solve or stay on a plateau do not break it.
 Every comparison also shows Student's t interval of the mean paired difference, the effect size, and whether the
@@ -63,14 +64,17 @@ COLUMNS = (
     "holm_solved", "holm_escaped", "holm_steps", "holm_accuracy", "primary", "p_accuracy_t", "bimodal",
 )
 MINUS = "\u2212"
+EVENTS = ("solved", "escaped")
+"""The paired binary outcomes of a comparison, in the order of `Pairing.flags`."""
 
 
 @dataclass
 class Pairing:
     """One comparison in one cell (at one test length for state tracking): `mixer` against `baseline`.
 
-    `pairs` {seed: (mixer score, baseline score)} over the shared seeds; `passages` each side's times to the
-    threshold (all its runs); `left_out` the seeds present (or expected) on one side only; `reason` why there
+    `pairs` {seed: (mixer score, baseline score)} over the shared seeds, `flags` each side's (solved, escaped)
+    there; `passages` each side's times to the threshold (all its runs), `endings` how each side's runs ended
+    (runs/stopping.py); `left_out` the seeds present (or expected) on one side only; `reason` why there
     is no pair at all (None when there is at least one)."""
 
     cell: str
@@ -83,7 +87,9 @@ class Pairing:
     length: int | None = None
     candidates: tuple[int, int] = (0, 0)
     pairs: dict[tuple[Any, ...], tuple[float, float]] = field(default_factory=dict)
+    flags: dict[tuple[Any, ...], tuple[tuple[bool, bool], tuple[bool, bool]]] = field(default_factory=dict)
     passages: tuple[list[Event], list[Event]] = ([], [])
+    endings: tuple[list[str], list[str]] = ([], [])
     left_out: list[tuple[Any, ...]] = field(default_factory=list)
     reason: str | None = None
     equal_state: bool = False
@@ -123,21 +129,22 @@ class Pairing:
     def losses(self) -> int:
         return sum(d < 0 for d in self.diffs)
 
-    def outcomes(self, threshold: float) -> tuple[int, int, int, int]:
-        """Over the shared seeds: runs above `threshold` on each side, then the discordant pairs (only the
-        mixer above, only the baseline above)."""
-        above = [(a > threshold, b > threshold) for a, b in self.pairs.values()]
-        return (sum(a for a, _ in above), sum(b for _, b in above),
-                sum(a and not b for a, b in above), sum(b and not a for a, b in above))
+    def outcomes(self, event: str) -> tuple[int, int, int, int]:
+        """Over the shared seeds, for `event` (solved or escaped): the runs with it on each side, then the
+        discordant pairs (only the mixer's run, only the baseline's)."""
+        index = EVENTS.index(event)
+        had = [(a[index], b[index]) for a, b in self.flags.values()]
+        return (sum(a for a, _ in had), sum(b for _, b in had),
+                sum(a and not b for a, b in had), sum(b and not a for a, b in had))
 
     def tests(self, paired_t: bool = False) -> dict[str, float]:
         """{test: p-value} of the tests this comparison has (none without a pair); `paired_t`: with the paired t
         (`accuracy_t`), which is tested only as the declared primary."""
         if self.reason is not None:
             return {}
-        found = {"solved": mcnemar_exact(*self.outcomes(self.threshold)[2:])}
+        found = {"solved": mcnemar_exact(*self.outcomes("solved")[2:])}
         if self.plateau is not None:
-            found["escaped"] = mcnemar_exact(*self.outcomes(self.plateau)[2:])
+            found["escaped"] = mcnemar_exact(*self.outcomes("escaped")[2:])
         steps = logrank(*self.passages) if self.length is None else None
         if steps is not None:
             found["steps"] = steps
@@ -158,8 +165,8 @@ class Pairing:
         mine = {r.test: r for r in family if r.pairing is self}
         tests = self.tests()
         ci = self.interval
-        solved = self.outcomes(self.threshold)
-        escaped = self.outcomes(self.plateau) if self.plateau is not None else (None, None)
+        solved = self.outcomes("solved")
+        escaped = self.outcomes("escaped") if self.plateau is not None else (None, None)
         row = {
             "cell": self.cell, "mixer": self.mixer, "baseline": self.baseline, "equal_state": self.equal_state,
             "candidates_mixer": self.candidates[0],
@@ -320,19 +327,28 @@ def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base:
             pairing.reason = (f"{label} has several runs with seed {_seed_text(repeated[0])}: "
                               "the cell's runs differ in a key that is not a row key")
             return pairing
-        sides.append({r.seed: score(r) for r in side.runs})
+        sides.append({r.seed: r for r in side.runs})
     pairing.passages = (chosen.passages(report.threshold), base.passages(report.threshold))
-    ours, theirs = sides
+    pairing.endings = (chosen.endings(report.threshold), base.endings(report.threshold))
+    runs = [{seed: (record, score(record)) for seed, record in side.items()} for side in sides]
+    ours, theirs = ({seed: value for seed, (_, value) in side.items()} for side in runs)
     for seed in sorted(set(ours) | set(theirs), key=str):
         a, b = ours.get(seed), theirs.get(seed)
         if a is None or b is None:
             pairing.left_out.append(seed)
         else:
             pairing.pairs[seed] = (a, b)
+            pairing.flags[seed] = (_flags(runs[0][seed][0], report), _flags(runs[1][seed][0], report))
     if not pairing.pairs:
         pairing.reason = (f"no seed has a result on both sides: {pairing.mixer_label} seeds "
                           f"{_seeds_text(ours)}, {pairing.baseline_label} seeds {_seeds_text(theirs)}")
     return pairing
+
+
+def _flags(record: Record, report: Any) -> tuple[bool, bool]:
+    """(solved, escaped) of a run (escaped False without a plateau threshold; not known counts as not)."""
+    escaped = report.plateau is not None and record.escaped(report.plateau, report.threshold)
+    return bool(record.solved(report.threshold)), bool(escaped)
 
 
 def _label(mixer: str) -> str:

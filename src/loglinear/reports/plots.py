@@ -24,7 +24,7 @@ from loglinear.reports.figures import (
     counts_text,
     finish,
     panels,
-    run_above,
+    run_solved,
     save_figure,
     seed_points,
     slot_shift,
@@ -314,12 +314,12 @@ def _slice_groups(runs: list[Record], prefix: str, threshold: float,
         for metric, accuracy in record.test.items():
             if metric.startswith(prefix) and metric[len(prefix):].lstrip("-").isdigit():
                 by_slice.setdefault(int(metric[len(prefix):]), []).append(
-                    (value(float(accuracy), record), run_above(record, threshold)))
+                    (value(float(accuracy), record), run_solved(record, threshold)))
     return [Group(float(n), [v for v, _ in points], [s for _, s in points]) for n, points in sorted(by_slice.items())]
 
 
 def _solved(runs: list[Record], threshold: float) -> list[bool]:
-    return [run_above(r, threshold) for r in runs]
+    return [run_solved(r, threshold) for r in runs]
 
 
 def _log2_axis(ax, ticks: list[float], label: str) -> None:

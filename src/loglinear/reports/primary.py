@@ -34,8 +34,7 @@ def statistic_text(result: TestResult) -> str:
     """What the test computed from the runs: the discordant pairs, the log-rank z, the signed ranks or Student's t."""
     pairing = result.pairing
     if result.test in ("solved", "escaped"):
-        threshold = pairing.threshold if result.test == "solved" else pairing.plateau
-        _, _, only_mixer, only_baseline = pairing.outcomes(threshold)  # type: ignore[arg-type]
+        _, _, only_mixer, only_baseline = pairing.outcomes(result.test)
         return f"discordant pairs {only_mixer} vs {only_baseline} of {pairing.n_pairs}"
     if result.test == "steps":
         z, _ = logrank_test(*pairing.passages)  # type: ignore[misc]

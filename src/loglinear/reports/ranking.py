@@ -46,5 +46,5 @@ def lambda_ranking(sweep: Sweep, cells: dict) -> str | None:
 
 def _rank_score(cell: Cell, threshold: float) -> tuple[float, float]:
     """(solve rate, mean test accuracy); a cell without results ranks last."""
-    values = cell.values
-    return (cell.above(threshold) / len(values), sum(values) / len(values)) if values else (-1.0, -1.0)
+    values, solved = cell.values, cell.solved(threshold)
+    return (sum(solved) / len(solved) if solved else 0.0, sum(values) / len(values)) if values else (-1.0, -1.0)

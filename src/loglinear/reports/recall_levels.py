@@ -18,7 +18,7 @@ from loglinear.reports.figures import (
     Palette,
     finish,
     panels,
-    run_above,
+    run_solved,
     save_figure,
     seed_points,
     solved_key,
@@ -142,7 +142,7 @@ def _seed_groups(runs: list[Record], kind: str, threshold: float) -> list[Group]
         counts = sorted(n for _, (_, n) in scored)
         above = f"n={counts[0]}" if counts[0] == counts[-1] else f"n={counts[0]}-{counts[-1]}"
         made.append(Group(_position(lab, kind), [100 * right / n for _, (right, n) in scored],
-                          [run_above(r, threshold) for r, _ in scored], above))
+                          [run_solved(r, threshold) for r, _ in scored], above))
     return made
 
 

@@ -1,11 +1,11 @@
 """`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv`
 (the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
-solve rates with Wilson intervals, steps to the threshold, accuracy given solved, the learning rates behind
-them, the ranking of the λ parameterisations when λ varies, accuracy by test length, the missing or failed
-runs, then the comparisons: the declared primary tested alone at alpha, the secondaries with what survives
-Holm, the operator implementations the runs ran (with a note under the first table when they differ), and
-the equal-state comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state
-size). docs/reports.md describes the protocol and the statistics."""
+solve rates with Wilson intervals, steps to the threshold, how the runs ended, accuracy given solved, the
+learning rates behind them, the ranking of the λ parameterisations when λ varies, accuracy by test length, the
+missing or failed runs, then the comparisons: the declared primary tested alone at alpha, the secondaries with
+what survives Holm, the operator implementations the runs ran (with a note under the first table when they
+differ), and the equal-state comparison when the sweep has one) and PNG plots (with the MQAR accuracy against
+state size). docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ from loglinear.reports.tables import (
     accuracy_note,
     format_cell,
     format_config,
+    format_endings,
+    format_escape_rate,
     format_given_solved,
     format_rate,
     format_steps,
@@ -43,16 +45,25 @@ REREPORTED = ("Re-reported from results.csv and the spec: the run folders are go
               "from the CSV's columns.")
 
 RATE_NOTE = (
-    "`k/n [low, high]`: k of the cell's n runs above the threshold on test, with the Wilson 95% interval of the "
-    "rate in percent. Steps: Kaplan-Meier median of the steps until validation accuracy first passed {pct}% "
-    "(from each run's metrics.csv; a run that never did is censored where it ended), `never` when more than half "
-    "never did; `m reached`: how many did. Accuracy given solved: mean test accuracy of the runs above {pct}% with "
-    "its Student-t 95% interval (one run: no interval). kaplan_meier.png draws the curves."
+    "`k/n [low, high]`: k of the cell's n runs solved, with the Wilson 95% interval of the rate in percent. A run "
+    "is solved when its validation accuracy met the {pct}% threshold under the stopping rule (strictly above it on "
+    "the run's `train.threshold_evals` consecutive validations, docs/runs.md): the event that stops it, the same "
+    "event in every table, test, plot and results.csv. Steps: Kaplan-Meier median of the steps until a run was "
+    "solved (a run that never was is censored where it ended), `never` when more than half never were; `m "
+    "reached`: how many were. How the runs ended: `threshold` (solved), `plateau` (stopped by the budget, its best "
+    "validation accuracy up by less than the run's `train.plateau_min_delta` over its last `train.plateau_window` "
+    "validations), `improving` (stopped by the budget while still improving), `diverged`, `failed`, `unknown` (no "
+    "validation history). Accuracy given solved: mean test accuracy of the solved runs with its Student-t 95% "
+    "interval (one run: no interval). kaplan_meier.png draws the curves."
+)
+ESCAPED_NOTE = (
+    "`k/n [low, high]`: k of the cell's n runs escaped the plateau: solved, or their final validation accuracy "
+    "(the final weights') strictly above {plateau}%; with the Wilson 95% interval of the rate in percent."
 )
 
 RANKING_NOTE = (
     "Each log-linear mixer's λ parameterisations and its base mixer (λ = 1 on every level), each at its own "
-    "selected learning rate, ranked by solve rate (runs above {pct}%), then mean test accuracy. A description, "
+    "selected learning rate, ranked by solve rate (runs solved), then mean test accuracy. A description, "
     "not a test: arms whose Wilson intervals overlap are not told apart by it; the paired comparisons below "
     "test each λ against the default one. Steps: Kaplan-Meier median of the steps to {pct}% on validation.\n"
 )
@@ -81,7 +92,8 @@ EQUAL_STATE_NOTE = (
 LENGTH_NOTE = (
     "Per test length L: `scaled`, Grazzi et al.'s scaled accuracy (acc - 1/C) / (1 - 1/C) of the test accuracy "
     "(C classes: chance 0, perfect 1), mean (std) over seeds; `seq %`, full-sequence accuracy (every scored "
-    "position right), mean (std); `solved`, k/n runs above {pct}% test accuracy at L. `(train)` marks lengths inside "
+    "position right), mean (std); `above {pct}%`, k/n runs whose test accuracy at L is above {pct}% (what that "
+    "length shows; solved is the run's, on validation). `(train)` marks lengths inside "
     "the training range. With only the final position scored (`scored: last`, for parity and the word problems) "
     "these measure the task's answer at length L."
 )
@@ -95,8 +107,8 @@ PAIRS_NOTE = (
 LENGTH_PAIRED_NOTE = (
     "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds with the "
     "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `solved a vs b`: runs "
-    "above {pct}% at that length on each side; `*`: a test of that comparison is significant (the primary alone, a "
-    "secondary after Holm; which one, and every p-value: paired_by_length.csv)."
+    "solved on each side (the run's, the same at every length); `*`: a test of that comparison is significant (the "
+    "primary alone, a secondary after Holm; which one, and every p-value: paired_by_length.csv)."
 )
 
 
@@ -146,14 +158,17 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
         parts.append(f"{REREPORTED} Not available: {'; '.join(sweep.unavailable)}.")
     parts += ["## Test accuracy\n",
               pivot(sweep, cells, lambda c: format_cell(c, report.threshold)), accuracy_note(sweep, pct),
-              f"## Solve rate: runs above {pct}% test accuracy\n",
+              f"## Solve rate: runs solved ({pct}% validation accuracy under the stopping rule)\n",
               pivot(sweep, cells, lambda c: format_rate(c, report.threshold))]
     if report.plateau is not None:
-        parts += [f"## Escaped the plateau: runs above {pct_text(report.plateau)}% test accuracy\n",
-                  pivot(sweep, cells, lambda c: format_rate(c, report.plateau))]  # type: ignore[arg-type]
+        plateau = report.plateau
+        parts += [f"## Escaped the plateau: runs solved or above {pct_text(plateau)}% final validation accuracy\n",
+                  pivot(sweep, cells, lambda c: format_escape_rate(c, plateau, report.threshold)),
+                  ESCAPED_NOTE.format(plateau=pct_text(plateau))]
     parts += [f"## Steps to {pct}% validation accuracy (Kaplan-Meier median)\n",
               pivot(sweep, cells, lambda c: format_steps(c, report.threshold)),
-              f"## Test accuracy of the runs above {pct}%\n",
+              "## How the runs ended\n", pivot(sweep, cells, lambda c: format_endings(c, report.threshold)),
+              "## Test accuracy of the solved runs\n",
               pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
               "## Selected learning rate of each cell (of how many)\n", pivot(sweep, cells, format_config),
               EDGE_NOTE]

@@ -11,7 +11,11 @@ the cell reports the confirmation seeds' runs at that lr.
 A run is scored by its final weights, the weights the test set sees: `final_val["val/acc"]` for selection,
 `test["test/acc"]` for the report. Runs that failed or have no result yet are kept in their cell as
 missing (`[4/5]`), never dropped silently; a diverged run scores 0 on both (its final weights are not a
-model). A run's time to a threshold is read from its metrics.csv (`Record.passage`).
+model). A run is *solved* when its validation accuracy met the threshold under the stopping rule
+(runs/stopping.py), the event that stops it: `Record.passage` is that event (when, or censored where the run
+ended), and every table, test, survival curve and results.csv reads it from there. It is *escaped* when solved
+or when its final validation accuracy is above the plateau threshold. Test accuracy is reported beside them,
+never used to decide them.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS, ConfigError
+from loglinear.runs.config import GROUPS, SOLVED, ConfigError
 from loglinear.runs.folder import FINISHED, read_result
-from loglinear.runs.metrics_file import METRICS, read_rows
+from loglinear.runs.metrics_file import METRICS, read_rows, validation_history
+from loglinear.runs.stopping import convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage
 
@@ -125,22 +130,64 @@ class Record:
         return self.result.get("test") or {}
 
     def passage(self, threshold: float) -> Event | None:
-        """When validation accuracy first rose strictly above `threshold` (steps trained: Lightning logs a
-        validation after n steps at step n - 1), else censored at the step the run ended; None for a run
-        that did not finish or has no metrics.csv."""
-        curve = self.validation_curve
-        if self.status not in FINISHED or curve is None:
+        """When the run became solved at `threshold`: validation accuracy strictly above it on the run's
+        `train.threshold_evals` consecutive validations (steps trained, runs/stopping.py), else censored at the
+        step the run ended. At the run's own threshold it is result.json's `steps_to_threshold`, the event the
+        run stopped on; at another, it is read from the run's metrics.csv. None for a run that did not finish,
+        or whose event is not recorded (another threshold and no metrics.csv)."""
+        if self.status not in FINISHED:
             return None
-        return next((Event(steps, True) for steps, acc in curve if acc > threshold),
-                    Event(int(self.result.get("step") or 0), False))
+        if threshold == self.stop_threshold and "steps_to_threshold" in self.result:
+            steps = self.result["steps_to_threshold"]
+        elif self.validation_curve is not None:
+            steps = crossing_step(self.validation_curve, threshold, self.threshold_evals)
+        else:
+            return None
+        return Event(int(self.result.get("step") or 0), False) if steps is None else Event(int(steps), True)
+
+    def solved(self, threshold: float) -> bool | None:
+        """Whether the run is solved at `threshold` (`passage`); None when that is not known."""
+        event = self.passage(threshold)
+        return None if event is None else event.reached
+
+    def escaped(self, plateau: float, threshold: float) -> bool | None:
+        """Whether the run escaped the plateau: solved at `threshold`, or its final validation accuracy strictly
+        above `plateau`; None when neither is known."""
+        solved, score = self.solved(threshold), self.val_score
+        if solved or (score is not None and score > plateau):
+            return True
+        return None if solved is None or score is None else False
+
+    def convergence(self, threshold: float) -> str | None:
+        """How the run ended (runs/stopping.py): `threshold` when solved at `threshold`, `diverged`, `failed`, else
+        `plateau` or `improving` as result.json records it or as its metrics.csv shows, `unknown` without either;
+        None for a run without a result."""
+        if self.status not in (*FINISHED, "failed"):
+            return None
+        solved = bool(self.solved(threshold))
+        recorded = self.result.get("convergence")
+        if not solved and recorded in ("plateau", "improving"):
+            return recorded
+        train = self.config.get("train") or {}
+        return convergence(self.status, solved, self.validation_curve, train.get("plateau_window", 10),
+                           train.get("plateau_min_delta", 0.01))
+
+    @property
+    def stop_threshold(self) -> float:
+        """The threshold the run itself recorded its solving at (`runs.config.solved_threshold`)."""
+        threshold = (self.config.get("train") or {}).get("early_stop_threshold", SOLVED)
+        return SOLVED if threshold is None else float(threshold)
+
+    @property
+    def threshold_evals(self) -> int:
+        return int((self.config.get("train") or {}).get("threshold_evals", 1))
 
     @cached_property
     def validation_curve(self) -> list[tuple[int, float]] | None:
         """[(steps trained, val/acc)] from metrics.csv (read once), None without one."""
         if self.directory is None or not (self.directory / METRICS).is_file():
             return None
-        return [(int(row["step"]) + 1, float(row["val/acc"])) for row in read_rows(self.directory / METRICS)
-                if "val/acc" in row]
+        return validation_history(read_rows(self.directory / METRICS))
 
     @property
     def seed(self) -> tuple[Any, ...]:
@@ -370,12 +417,21 @@ class Cell:
     def complete(self) -> bool:
         return len(self.values) == len(self.runs)
 
-    def above(self, threshold: float) -> int:
-        """How many runs have a test accuracy strictly above `threshold`."""
-        return sum(v > threshold for v in self.values)
+    def solved(self, threshold: float) -> list[bool]:
+        """Whether each run is solved at `threshold` (`Record.solved`; runs where it is not known left out)."""
+        return [s for s in (r.solved(threshold) for r in self.runs) if s is not None]
 
-    def all_above(self, threshold: float) -> bool:
-        return bool(self.values) and self.above(threshold) == len(self.values)
+    def escaped(self, plateau: float, threshold: float) -> list[bool]:
+        """Whether each run escaped the plateau (`Record.escaped`; runs where it is not known left out)."""
+        return [e for e in (r.escaped(plateau, threshold) for r in self.runs) if e is not None]
+
+    def all_solved(self, threshold: float) -> bool:
+        solved = self.solved(threshold)
+        return bool(solved) and all(solved) and len(solved) == len(self.runs)
+
+    def endings(self, threshold: float) -> list[str]:
+        """How each run with a result ended (`Record.convergence`)."""
+        return [c for c in (r.convergence(threshold) for r in self.runs) if c is not None]
 
     def passages(self, threshold: float) -> list[Event]:
         """The runs' times to `threshold` on validation (runs without a metrics.csv left out)."""

@@ -70,32 +70,30 @@ class CsvRecord(Record):
     def selfchecks(self) -> list[dict[str, Any]]:
         return json.loads(self.columns[SELFCHECKS]) if self.columns.get(SELFCHECKS) else []
 
-    @property
-    def solved(self) -> bool | None:
-        """The `solved` column, else whether the run's validation passed its stopping threshold
-        (`steps_to_threshold` set); None for a run that did not finish."""
-        if self.status not in FINISHED:
+    def solved(self, threshold: float) -> bool | None:
+        """`Record.solved` from the passage the CSV records, else its `solved` column (written at the report's
+        threshold)."""
+        event = self.passage(threshold)
+        if event is not None:
+            return event.reached
+        if self.status not in FINISHED or not self.columns.get("solved"):
             return None
-        if self.columns.get("solved"):
-            return self.columns["solved"] == "True"
-        return bool(self.columns.get("steps_to_threshold"))
+        return self.columns["solved"] == "True"
 
-    def escaped(self, plateau: float | None) -> bool | None:
-        """The `escaped` column, else whether the final validation accuracy is strictly above `plateau`; None
-        without a plateau or a finished run."""
-        if plateau is None or self.status not in FINISHED:
-            return None
-        if self.columns.get("escaped"):
+    def escaped(self, plateau: float, threshold: float) -> bool | None:
+        """The `escaped` column (written at the report's thresholds), else `Record.escaped`."""
+        if self.status in FINISHED and self.columns.get("escaped"):
             return self.columns["escaped"] == "True"
-        return self.val_score is not None and self.val_score > plateau
+        return super().escaped(plateau, threshold)
 
-    @property
-    def convergence(self) -> str | None:
+    def convergence(self, threshold: float) -> str | None:
         """The `convergence` column, else `threshold` for a solved run and `unknown` for the others (their
-        histories are gone); None for a run that did not finish."""
-        if self.status not in FINISHED:
+        histories are gone), `failed` for a failed run; None for a run without a result."""
+        if self.status not in (*FINISHED, "failed"):
             return None
-        return self.columns.get("convergence") or ("threshold" if self.solved else UNKNOWN)
+        if self.columns.get("convergence"):
+            return self.columns["convergence"]
+        return "failed" if self.status == "failed" else "threshold" if self.solved(threshold) else UNKNOWN
 
 
 def load_sweep_from_csv(path: str | Path, spec_path: str | Path, out: str | Path) -> Sweep:

@@ -1,7 +1,7 @@
 """The report's tables, one per cell of the sweep (rows: architectures and the keys that make rows of their own,
-columns: d_model): test accuracy, solve rate, steps to the threshold, accuracy given solved, the selected learning
-rate, accuracy by test length and by number of key-value pairs, the operator implementations and the missing runs;
-with the notes that say how to read them."""
+columns: d_model): test accuracy, solve rate, steps to the threshold, how the runs ended, accuracy given solved,
+the selected learning rate, accuracy by test length and by number of key-value pairs, the operator implementations
+and the missing runs; with the notes that say how to read them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from loglinear.reports.results import HEADERS, Cell, Sweep, mean_std_text, slice
 from loglinear.reports.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
 from loglinear.reports.statistics import kaplan_meier, t_interval, wilson
 from loglinear.runs.folder import FINISHED
+from loglinear.runs.stopping import CONVERGENCE
 from loglinear.sweeps.spec import describe
 
 NOTE = (
@@ -20,8 +21,9 @@ NOTE = (
     "validation accuracy in each cell (listed below with the number of learning rates it was chosen from; every "
     "cell of an architecture chooses among the same ones, and each λ parameterisation is a row of its own): "
     "selected on validation, reported on test. Both are the final weights' (after early stopping or at the budget). "
-    "`>={pct}`: every seed above {pct}%. `[k/n]`: only k of the cell's n runs finished (the others are listed at "
-    "the end). Diverged runs count as 0."
+    "`all solved`: every run of the cell solved (its validation accuracy met the {pct}% threshold under the "
+    "stopping rule; its test accuracy is the number beside it). `[k/n]`: only k of the cell's n runs finished (the "
+    "others are listed at the end). Diverged runs count as 0."
 )
 
 SEVERAL_LENGTHS_NOTE = (
@@ -45,23 +47,35 @@ def pct_text(threshold: float) -> str:
 
 
 def format_cell(cell: Cell, threshold: float) -> str:
-    """`55.9 (3.1)`, `>=99` (every run above the threshold), `55.9` (one seed) or `-`, with ` [k/n]` when runs
-    are missing."""
+    """`55.9 (3.1)`, `99.1 (0.3), all solved` (every run solved), `55.9` (one seed) or `-`, with ` [k/n]` when
+    runs are missing."""
     values = cell.values
-    if not values:
-        text = "-"
-    elif cell.all_above(threshold):
-        text = f">={pct_text(threshold)}"
-    else:
-        text = mean_std_text(values)
+    text = mean_std_text(values)
+    if values and cell.all_solved(threshold):
+        text += ", all solved"
     return text if cell.complete else f"{text} [{len(values)}/{len(cell.runs)}]"
 
 
 def format_rate(cell: Cell, threshold: float) -> str:
-    """`3/5 [23, 88]` (Wilson 95% interval in percent) or `-` without a run that has a result."""
-    n = len(cell.values)
-    rate = wilson(cell.above(threshold), n)
-    return "-" if rate is None else f"{cell.above(threshold)}/{n} [{100 * rate.low:.0f}, {100 * rate.high:.0f}]"
+    """The solve rate: `3/5 [23, 88]` (Wilson 95% interval in percent) or `-` without a run that has a result."""
+    return rate_text(cell.solved(threshold))
+
+
+def format_escape_rate(cell: Cell, plateau: float, threshold: float) -> str:
+    """The escape rate, as `format_rate`."""
+    return rate_text(cell.escaped(plateau, threshold))
+
+
+def rate_text(outcomes: list[bool]) -> str:
+    """`k/n [low, high]` of binary outcomes, with the Wilson 95% interval in percent; `-` for none."""
+    rate = wilson(sum(outcomes), len(outcomes))
+    return "-" if rate is None else f"{sum(outcomes)}/{len(outcomes)} [{100 * rate.low:.0f}, {100 * rate.high:.0f}]"
+
+
+def format_endings(cell: Cell, threshold: float) -> str:
+    """`3 threshold, 4 plateau, 1 improving`: how the cell's runs ended (runs/stopping.py), `-` without a result."""
+    endings = cell.endings(threshold)
+    return ", ".join(f"{endings.count(c)} {c}" for c in CONVERGENCE if c in endings) or "-"
 
 
 def format_steps(cell: Cell, threshold: float) -> str:
@@ -75,8 +89,8 @@ def format_steps(cell: Cell, threshold: float) -> str:
 
 
 def format_given_solved(cell: Cell, threshold: float) -> str:
-    """`99.6 [99.2, 100.0] (n=3)`, `99.5 (n=1)` or `-` when no run is above the threshold."""
-    solved = [100 * v for v in cell.values if v > threshold]
+    """The test accuracy of the solved runs: `99.6 [99.2, 100.0] (n=3)`, `99.5 (n=1)` or `-` when none is."""
+    solved = [100 * r.test_score for r in cell.runs if r.solved(threshold) and r.test_score is not None]
     if not solved:
         return "-"
     ci = t_interval(solved)
@@ -161,14 +175,14 @@ def length_labels(sweep: Sweep, lengths: list[int]) -> list[str]:
 
 
 def length_table(sweep: Sweep, cells: dict) -> str | None:
-    """State tracking: per test length, the scaled accuracy, the full-sequence accuracy and the runs above the
-    threshold (k/n) of the selected runs."""
+    """State tracking: per test length, the scaled accuracy, the full-sequence accuracy and the runs whose test
+    accuracy there is above the threshold (k/n) of the selected runs."""
     lengths = test_lengths(sweep)
     if len(lengths) < 2:
         return None
     header = [column_header(k) for k in sweep.row_keys] + ["d_model"]
     for n, label in zip(lengths, length_labels(sweep, lengths), strict=True):
-        header += [f"{label} scaled", f"{n} seq %", f"{n} solved"]
+        header += [f"{label} scaled", f"{n} seq %", f"{n} above {pct_text(sweep.report.threshold)}%"]
     body = []
     for (row, d_model), cell in cells.items():
         runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
@@ -181,21 +195,21 @@ def length_table(sweep: Sweep, cells: dict) -> str | None:
         for n in lengths:
             scores = [scaled(a, classes) for a in per_length.get(n, [])]
             at_n = per_length.get(n, [])
-            solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
-            line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, [])), solved]
+            above = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
+            line += [mean_std_text(scores, scale=1.0, digits=2), mean_std_text(per_length_seq.get(n, [])), above]
         body.append(line)
     return markdown_table(header, body) if body else None
 
 
 def pairs_table(sweep: Sweep, cells: dict) -> str | None:
-    """MQAR: per number of key-value pairs tested, the test accuracy and the runs above the threshold (k/n) of
-    the selected runs; None without two numbers of pairs."""
+    """MQAR: per number of key-value pairs tested, the test accuracy and the runs whose test accuracy there is
+    above the threshold (k/n) of the selected runs; None without two numbers of pairs."""
     slices = sorted({n for cell in cells.values() for n in slice_values(cell.runs, PAIRS_PREFIX)})
     if len(slices) < 2:
         return None
     header = [column_header(k) for k in sweep.row_keys] + ["d_model"]
     for n in slices:
-        header += [f"{n} pairs %", f"{n} solved"]
+        header += [f"{n} pairs %", f"{n} above {pct_text(sweep.report.threshold)}%"]
     body = []
     for (row, d_model), cell in cells.items():
         per_pairs = slice_values([r for r in cell.runs if r.status in FINISHED], PAIRS_PREFIX)
@@ -204,8 +218,8 @@ def pairs_table(sweep: Sweep, cells: dict) -> str | None:
         line = [*row, str(d_model)]
         for n in slices:
             at_n = per_pairs.get(n, [])
-            solved = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
-            line += [mean_std_text(at_n), solved]
+            above = f"{sum(a > sweep.report.threshold for a in at_n)}/{len(at_n)}" if at_n else "-"
+            line += [mean_std_text(at_n), above]
         body.append(line)
     return markdown_table(header, body) if body else None
 

@@ -93,3 +93,9 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         print(f"loglinear train: {path} ends in a row cut short (row {len(rows) + 1}); it is dropped, the "
               f"{len(rows)} whole rows before it are kept", file=sys.stderr, flush=True)
     return [{k: v for k, v in row.items() if v not in ("", None)} for row in rows]
+
+
+def validation_history(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """[(steps trained, val/acc)] of the validation rows of a metrics.csv (Lightning logs a validation after n
+    steps at step n - 1)."""
+    return [(int(row["step"]) + 1, float(row["val/acc"])) for row in rows if "val/acc" in row]

@@ -8,8 +8,11 @@ The run directory (`cfg.out_dir`) holds:
                  signal stopped the run; a rerun resumes from the newer on exactly the data stream and
                  validation schedule it would have seen (batches are keyed by (seed, step));
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
-                 failed), `val_accuracy` (best), `step`, `steps_to_threshold` (the first validation step
-                 above `train.early_stop_threshold`, or above SOLVED when early stopping is off), `params`,
+                 failed), `val_accuracy` (best), `step`, `steps_to_threshold` (the step at which the run
+                 became solved: validation accuracy strictly above `train.early_stop_threshold`, or above SOLVED
+                 when early stopping is off, on `train.threshold_evals` consecutive validations; null when it
+                 never did; runs/stopping.py), `convergence` (how it ended: threshold, plateau, improving,
+                 diverged or failed, runs/stopping.py), `stop_reason`, `params`,
                  `wall_time_s`, `state_size` (runs/state_size.py), `peak_memory_bytes` (the most GPU
                  memory torch held for tensors during this session of the run,
                  `torch.cuda.max_memory_allocated`; null off CUDA),
@@ -45,7 +48,7 @@ from omegaconf import OmegaConf
 
 from loglinear.kernels.cpp_compiler import cpp_compiler
 from loglinear.runs.checkpoints import Resume, resume_point
-from loglinear.runs.config import SOLVED, ConfigError, RunConfig, identity, to_container, to_yaml
+from loglinear.runs.config import ConfigError, RunConfig, identity, solved_threshold, to_container, to_yaml
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
@@ -63,6 +66,7 @@ from loglinear.runs.init_from import load_initial_weights
 from loglinear.runs.interrupt import Interrupted
 from loglinear.runs.recall_levels import recall_summary
 from loglinear.runs.state_size import state_size_summary
+from loglinear.runs.stopping import convergence
 
 
 def _jsonable(x: Any) -> Any:
@@ -141,7 +145,8 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
     except (Interrupted, KeyboardInterrupt, DiskFull):
         raise
     except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
-        result = {"status": "failed", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        result = {"status": "failed", "convergence": "failed", "error": f"{type(e).__name__}: {e}",
+                  "traceback": traceback.format_exc()}
         result.update(_summary(cfg, None, time.time() - started))
         if writes:
             write_json_atomic(out / RESULT, result, default=_jsonable)
@@ -230,21 +235,18 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     if cfg.train.init_from is not None and resume is None:  # a resumed run has its own weights
         load_initial_weights(module.model, cfg.train.init_from)
     threshold = cfg.train.early_stop_threshold
-    tracker = RunTracker(SOLVED if threshold is None else threshold, metrics,
-                         stop_above_threshold=threshold is not None)
+    tracker = RunTracker(solved_threshold(cfg.train), metrics, stop_above_threshold=threshold is not None,
+                         evals=cfg.train.threshold_evals)
     callbacks: list[Any] = [
-        tracker,
+        tracker,  # stops the run once it is solved (runs/stopping.py)
         stop,
         ModelCheckpoint(dirpath=out, filename="last", enable_version_counter=False),  # rewritten at each validation
         *extra_callbacks,
     ]
     stopper = None
-    if threshold is not None or cfg.train.patience is not None:
-        stopper = EarlyStopping(
-            monitor="val/acc", mode="max", stopping_threshold=threshold,
-            patience=cfg.train.patience if cfg.train.patience is not None else 10**9,
-            check_on_train_epoch_end=False, verbose=not quiet,
-        )
+    if cfg.train.patience is not None:
+        stopper = EarlyStopping(monitor="val/acc", mode="max", patience=cfg.train.patience,
+                                check_on_train_epoch_end=False, verbose=not quiet)
         callbacks.append(stopper)
     with _quiet_warnings():
         trainer = _trainer(cfg, out, metrics, callbacks, quiet)
@@ -275,7 +277,9 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
         "val_accuracy": tracker.best,
         "step": trainer.global_step,
         "steps_to_threshold": tracker.steps_to_threshold,
-        "stop_reason": None if stopper is None else stopper.stopping_reason_message,
+        "convergence": convergence(status, tracker.steps_to_threshold is not None, tracker.history,
+                                   cfg.train.plateau_window, cfg.train.plateau_min_delta),
+        "stop_reason": _stop_reason(cfg, tracker, stopper),
         "final_val": final_val,
         "test": test,
         "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
@@ -284,6 +288,13 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
         result["recall"] = recall
     result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started))
     return result
+
+
+def _stop_reason(cfg: RunConfig, tracker: Any, stopper: Any) -> str | None:
+    if cfg.train.early_stop_threshold is not None and tracker.steps_to_threshold is not None:
+        held = "" if cfg.train.threshold_evals == 1 else f" on {cfg.train.threshold_evals} consecutive validations"
+        return f"val/acc above {cfg.train.early_stop_threshold}{held} (solved at step {tracker.steps_to_threshold})"
+    return None if stopper is None else stopper.stopping_reason_message
 
 
 def _trainer(cfg: RunConfig, out: Path, metrics: Any, callbacks: list[Any], quiet: bool) -> Any:

@@ -1,8 +1,8 @@
 """The `report` and `protocol` keys of a sweep spec (docs/reports.md has the protocol and the statistics).
 
     report:                          # optional; every key optional
-      threshold: 0.99                # solved: test accuracy strictly above it (default runs.config.SOLVED)
-      plateau: 0.5                   # escaped the plateau: test accuracy strictly above it (default: not reported)
+      threshold: 0.99                # solved: validation accuracy above it under the stopping rule (default SOLVED)
+      plateau: 0.5                   # escaped: solved, or final validation accuracy above it (default: not reported)
       primary:                       # the one comparison declared in advance (the others are secondary)
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
