@@ -55,7 +55,8 @@ def test_a_number_of_extensions_outside_its_range_is_an_error(extensions):
 def test_a_grid_with_one_learning_rate_per_cell_promises_no_extension(tmp_path, capsys):
     assert not extendable(spec([1.0e-2])) and extendable(spec([1.0e-3, 1.0e-2]))
     path = write_spec(tmp_path, {"model.d_model": [16, 32]})
-    path.write_text(path.read_text() + "protocol: {selection_seeds: [0], confirmation_seeds: [1]}\n")
+    path.write_text(path.read_text()
+                    + "protocol: {selection_seeds: [0], confirmation_seeds: [1], allow_few_selection_seeds: true}\n")
     assert main(["sweep", "run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "no grid extension (each cell has a single learning rate" in out and "more beyond it" not in out
