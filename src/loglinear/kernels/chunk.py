@@ -32,6 +32,7 @@ from torch import Tensor
 
 from loglinear.kernels.fenwick import bit_length, fenwick_merge, level_matrix, state_bucket_levels
 from loglinear.kernels.layout import ChunkLayout
+from loglinear.kernels.level_gather import gather_levels
 from loglinear.kernels.state import LogLinearState
 from loglinear.kernels.variant import Variant
 
@@ -136,7 +137,7 @@ def intra_chunk(x: Chunks, out_levels: int, carry: bool) -> tuple[Tensor, Tensor
     if x.lam is not None:
         slots = torch.arange(C, device=x.V.device)
         ell = level_matrix(slots, slots).clamp(max=out_levels - 1)  # (C, C)
-        o = (A * x.lam.gather(-1, ell.expand(B, H, N, C, C))) @ x.V  # (B, H, N, C, V)
+        o = (A * gather_levels(x.lam, ell.expand(B, H, N, C, C))) @ x.V  # (B, H, N, C, V)
     elif not x.delta:
         o = A @ x.V  # (B, H, N, C, V)
     return o, A, Tinv
@@ -214,7 +215,7 @@ def initial_state_reads(
         pos = base[:, None] + torch.arange(N * C, device=base.device)  # (B, N*C) absolute positions of the slots
         lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=out_levels - 1)  # (B, N*C, L0)
         lev = rearrange(lev, "b (n c) l -> b n c l", c=C)[:, None].expand(B, H, N, C, L0)
-        W0 = x.lam.gather(-1, lev)  # (B, H, N, C, L0)
+        W0 = gather_levels(x.lam, lev)  # (B, H, N, C, L0)
     RW = (W0[..., None] * effects.R[..., None, :]).flatten(-2)  # (B, H, N, C, L0*K)
     return RW @ rearrange(E_all, "b h n l v k -> b h n (l k) v")
 

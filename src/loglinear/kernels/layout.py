@@ -65,10 +65,12 @@ class ChunkLayout:
         if self.aligned:
             out = F.pad(flat, (0, 0, 0, self.N * self.C - T)).reshape(B, -1, H, *x.shape[3:])
             return out.transpose(1, 2)
-        t, valid = self.slot_tokens()
-        out = flat.gather(1, t.clamp(0, self.T - 1)[:, :, None].expand(-1, -1, flat.shape[2]))
-        out = torch.where(valid[:, :, None], out, torch.zeros_like(out)).reshape(B, -1, H, *x.shape[3:])
-        return out.transpose(1, 2)
+        # padding slots read zeros padded in front and behind: every slot reads its own row, so the gather's
+        # backward adds one value into each row (atomic adds on CUDA stay exact)
+        t, _ = self.slot_tokens()
+        padded = F.pad(flat, (0, 0, self.C, self.N * self.C - T))
+        out = padded.gather(1, (t + self.C)[:, :, None].expand(-1, -1, flat.shape[2]))
+        return out.reshape(B, -1, H, *x.shape[3:]).transpose(1, 2)
 
     def from_chunks(self, x: Tensor) -> Tensor:
         """(B, H, N*C, *) chunk layout -> (B, T, H, *), dropping padding slots."""

@@ -23,6 +23,7 @@ from loglinear.kernels.fused.delta_prep import delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
 from loglinear.kernels.layout import ChunkLayout, expand_heads, sum_head_groups
+from loglinear.kernels.level_gather import gather_levels
 from loglinear.kernels.state import LogLinearState
 from loglinear.kernels.triton_limits import MAX_CHUNK
 from loglinear.kernels.variant import Variant
@@ -92,8 +93,8 @@ def fused_log_linear_attn(
     G_end = G.reshape(B, H, layout.N, C)[..., -1]  # (B, H, N)
     if not delta:
         G_tok = layout.from_chunks(G)  # (B, T, H)
-        chunk_of = (torch.arange(T, device=dev)[None, :] + layout.shift[:, None].long()) // C  # (B, T)
-        G_end_tok = G_end.gather(2, chunk_of[:, None, :].expand(-1, H, -1)).transpose(1, 2)  # (B, T, H)
+        # each slot's chunk end, read through an expand: a gather's backward would add with atomics on CUDA
+        G_end_tok = layout.from_chunks(G_end[..., None].expand(-1, -1, -1, C).reshape(B, H, -1))  # (B, T, H)
         R = (G_tok.exp()[..., None] * expand_heads(q, H).float()).contiguous()  # (B, T, H, K)
         Kd = ((G_end_tok - G_tok).exp()[..., None] * expand_heads(k, H).float()).contiguous()  # (B, T, H, K)
         trans = G_end.exp().contiguous()  # (B, H, N)
@@ -148,7 +149,7 @@ def _initial_state_terms(
         into = torch.zeros(B, L0, dtype=torch.int64, device=E.device)
     else:
         lev = state_bucket_levels(state.last_position, pos, L0).clamp(max=L - 1)  # (B, N*C, L0)
-        W0 = layout.to_chunks(lam).float().gather(-1, lev[:, None].expand(B, H, -1, -1)).reshape(B, H, N, C, L0)
+        W0 = gather_levels(layout.to_chunks(lam).float(), lev[:, None].expand(B, H, -1, -1)).reshape(B, H, N, C, L0)
         into = state_bucket_levels(state.last_position, (state.position + layout.T - 1)[:, None], L0)[:, 0]
     RW = (W0[..., None] * Rm[..., None, :]).reshape(B, H, N * C, L0 * K)
     o = (RW @ E.reshape(B, H, L0, V, K).transpose(-1, -2).reshape(B, H, L0 * K, V))  # (B, H, N*C, V)
