@@ -1,6 +1,7 @@
 """The fused kernels check themselves before their first use on a device, and keep the verdict on disk.
 
-The first time a process is about to run `impl="triton"` on a CUDA device (in a dtype), it runs the
+The first time a process is about to run `impl="triton"` on a CUDA device (in a dtype), it runs, in a
+child process (kernels/selfcheck_process.py: a kernel fault fails the check instead of the caller), the
 fused kernels and `chunk` on `CASES` (both variants, odd T, K and V that are not powers of two,
 grouped heads, an initial state, lam and lam=None, two chunk sizes) in float32 and in the dtype in
 use, and compares the output, the final state and every gradient. The verdict is stored in the
@@ -33,6 +34,7 @@ from torch import Tensor
 
 from loglinear.kernels.fenwick import num_levels
 from loglinear.kernels.impls import run_impl
+from loglinear.kernels.selfcheck_process import run_check_in_child
 from loglinear.kernels.state import LogLinearState
 from loglinear.kernels.triton_limits import known_fault
 from loglinear.kernels.variant import Variant
@@ -355,7 +357,10 @@ def verdict(device: torch.device, dtype: torch.dtype, mode: str = "auto") -> Ver
         if stored is not None:
             _VERDICTS[slot] = stored
     if slot not in _VERDICTS:
-        outcome = run_check(device, dtype)
+        if device.type == "cuda":
+            outcome = Outcome(*run_check_in_child(str(device), dtype_name(dtype)))
+        else:
+            outcome = run_check(device, dtype)
         checked_at = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         status = "passed" if outcome.failure is None else "failed"
         found = Verdict(status, key, slot, "run", outcome.failure, outcome.closest, checked_at)
