@@ -1,25 +1,28 @@
 """Everything a GPU must show, in one command: the first minutes on a GPU verify the project there.
 
-    python -m benchmarks.gpu_check                     # CUDA: every step, within --time-limit (default 20 min)
+    python -m benchmarks.gpu_check                     # CUDA: every step, within --time-limit (default 540 s)
     python -m benchmarks.gpu_check --dry-run           # any machine: the steps it would run, and exit 0
     python -m benchmarks.gpu_check --time-limit 900 --logs DIR
 
-Steps, each a child process of this one (its output in the logs folder), one after another:
+Steps, each a child process of this one (its output in the logs folder), one after another, most telling first:
 1. `loglinear doctor`: versions, devices, the fused kernels' self-check (its verdicts stored for later runs);
-2. the GPU tests, `pytest -m gpu` (with pytest-xdist: one worker per core), their summary and every failure;
+2. the fault probe (benchmarks/fault_probe.py): one call of the fused kernels per variant, shape, dtype and
+   pass at 1,024 tokens, each in a process of its own, so that a fault is pinned to its case;
 3. the determinism probe (benchmarks/determinism.py): each fused kernel, forward and backward, both variants,
    fp32 and bf16, four calls on identical inputs; the largest difference between calls per output;
-4. the kernel benchmark (benchmarks/kernels.py) at the paper's and the MQAR shapes, 1K to 64K tokens, against
+4. the GPU tests, `pytest -m gpu` (with pytest-xdist: one worker per core), their summary and every failure;
+5. the kernel benchmark (benchmarks/kernels.py) at the paper's and the MQAR shapes, 1K to 64K tokens, against
    fla (the kernels fla accepts on the GPU found: kernel_peers.fla_refusal), our linear kernels and SDPA;
-5. GPU training throughput (benchmarks/gpu_training.py) of every mixer at the paper's MQAR sizes, d_model
+6. GPU training throughput (benchmarks/gpu_training.py) of every mixer at the paper's MQAR sizes, d_model
    16/32/64, impl auto and chunk, eager and compiled (`train.compile=true`), with the GPU's utilisation
    sampled by nvidia-smi while it runs;
-6. a short MQAR sweep on the GPU with several runs per GPU against the same runs on the CPU
+7. a short MQAR sweep on the GPU with several runs per GPU against the same runs on the CPU
    (benchmarks/sweep_agreement.py).
 
 A step that fails (an exit status other than 0) or runs out of time is recorded so, and the next step runs.
-The whole command keeps to `--time-limit` seconds: each step may use what is left of it and is stopped (its
-process group killed) when none is; a step that would start with less than MIN_STEP_S left is skipped. The
+The whole command keeps to `--time-limit` seconds, and each step to its own cap (`Step.cap_s`), so that one
+slow step leaves time for those after it: a step is stopped (its process group killed) at the smaller of the
+two; a step that would start with less than MIN_STEP_S left is skipped. The
 record, a dated section `gpu check <date>` appended to benchmarks/RESULTS.md (device, compute capability,
 driver, torch, Triton and fla versions, the command, each step's status and duration), points at the logs
 folder, which holds each step's output and the raw measurements the steps write (json).
@@ -42,7 +45,7 @@ from pathlib import Path
 from benchmarks.results_md import command, markdown_table, write_section
 
 ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_LIMIT_S = 1200
+DEFAULT_LIMIT_S = 540  # one command on a lent GPU runs at most 10 minutes
 MIN_STEP_S = 10
 TRAIN_STEPS = 100
 D_MODELS = (16, 32, 64)
@@ -52,6 +55,7 @@ D_MODELS = (16, 32, 64)
 class Step:
     name: str
     argv: list[str]
+    cap_s: float = float("inf")  # the most this step may use, so that one slow step leaves time for the rest
     sample_gpu: bool = False  # sample the GPU's utilisation while it runs
 
 
@@ -67,19 +71,20 @@ def plan(logs: Path, train_steps: int = TRAIN_STEPS) -> list[Step]:
     py = [sys.executable, "-m"]
     workers = ["-n", str(os.cpu_count() or 1)] if importlib.util.find_spec("xdist") else []
     steps = [
-        Step("doctor", [*py, "loglinear", "doctor"]),
-        Step("GPU tests", [*py, "pytest", "-m", "gpu", "-q", "-rfE", *workers, "tests"]),
-        Step("determinism probe", [*py, "benchmarks.determinism", "--json", str(logs / "determinism.json")]),
+        Step("doctor", [*py, "loglinear", "doctor"], cap_s=150),
+        Step("fault probe", [*py, "benchmarks.fault_probe", "--T", "1024"], cap_s=150),
+        Step("determinism probe", [*py, "benchmarks.determinism", "--json", str(logs / "determinism.json")], cap_s=60),
+        Step("GPU tests", [*py, "pytest", "-m", "gpu", "-q", "-rfE", *workers, "tests"], cap_s=240),
         Step("kernel benchmark", [*py, "benchmarks.kernels", "--variant", "all", "--shape", "all",
-                                  "--json", str(logs / "kernels.json")]),
+                                  "--json", str(logs / "kernels.json")], cap_s=200),
     ]
     for compiled in (False, True):
         for d in D_MODELS:
             steps.append(Step(f"GPU training, d_model {d}, {'compiled' if compiled else 'eager'}",
                               [*py, "benchmarks.gpu_training", "--d-model", str(d), "--steps", str(train_steps),
-                               *(["--compile"] if compiled else [])], sample_gpu=True))
+                               *(["--compile"] if compiled else [])], cap_s=90, sample_gpu=True))
     steps.append(Step("MQAR sweep, GPU against CPU", [*py, "benchmarks.sweep_agreement", "--out",
-                                                         str(logs / "sweep")], sample_gpu=True))
+                                                         str(logs / "sweep")], cap_s=200, sample_gpu=True))
     return steps
 
 
@@ -133,7 +138,7 @@ def utilisation_summary(text: str) -> str:
 
 
 def run_all(steps: list[Step], logs: Path, limit_s: float) -> list[Outcome]:
-    """Every step in order, each within what is left of `limit_s`; a failure does not stop the next step."""
+    """Every step in order, each within its cap and what is left of `limit_s`; a failure does not stop the next."""
     deadline = time.monotonic() + limit_s
     outcomes = []
     for i, step in enumerate(steps, 1):
@@ -141,7 +146,7 @@ def run_all(steps: list[Step], logs: Path, limit_s: float) -> list[Outcome]:
         if left < MIN_STEP_S:
             outcomes.append(Outcome(f"skipped: {left:.0f} s of --time-limit left", 0.0, None))
             continue
-        outcome = run_step(step, logs / f"{i:02d}-{slug(step.name)}.log", left)
+        outcome = run_step(step, logs / f"{i:02d}-{slug(step.name)}.log", min(left, step.cap_s))
         print(f"{i}. {step.name}: {outcome.status}, {outcome.seconds:.0f} s", flush=True)
         outcomes.append(outcome)
     return outcomes

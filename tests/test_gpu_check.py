@@ -134,3 +134,19 @@ def test_the_outcomes_are_read_from_each_finished_runs_result(tmp_path):
             "status": status, "config": {"model": {"mixer": "mamba2"}, "train": {"seed": seed}},
             "final_val": {"val/acc": 0.5, "val/loss": 2.1}, "test": {"test/acc": 0.4, "test/loss": 2.0}}))
     assert sweep_agreement.outcomes(tmp_path) == {("mamba2", 0): {"val/acc": 0.5, "test/acc": 0.4, "test/loss": 2.0}}
+
+
+def test_a_step_stops_at_its_own_cap_and_leaves_the_rest_for_the_next(tmp_path, monkeypatch):
+    monkeypatch.setattr(gpu_check, "MIN_STEP_S", 1.0)
+    steps = [gpu_check.Step("slow", python("import time; time.sleep(120)"), cap_s=2),
+             gpu_check.Step("after it", python("print('ran')"))]
+    outcomes = gpu_check.run_all(steps, tmp_path, limit_s=60)
+    assert outcomes[0].status == "timed out after 2 s" and outcomes[0].seconds < 30
+    assert outcomes[1].status == "passed"
+
+
+def test_the_fault_probe_refuses_an_unknown_case_in_one_line():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--case", "mamba2", "paper", "bf16",
+                           "sideways"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(
+        "--case: 'sideways' is not one of forward, backward")

@@ -1,0 +1,88 @@
+"""Which fused-kernel call faults on this GPU: each case (variant, shape, dtype, forward or forward+backward) in a
+child process of its own, so that an illegal memory access, which leaves a process's CUDA context unusable, is
+pinned to its case and the next case still runs. With `--sanitizer` (and `compute-sanitizer` on the PATH) each
+child runs under its memory checker, which names the kernel and the address of a bad access.
+
+    python3 -m benchmarks.fault_probe                      # CUDA: every case at T=1024, a table of outcomes
+    python3 -m benchmarks.fault_probe --sanitizer --T 256  # each case under compute-sanitizer (slow)
+    python3 -m benchmarks.fault_probe --case mamba2 paper bf16 backward --T 1024   # one case, in this process
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+VARIANTS = ("mamba2", "gdn")
+SHAPE_NAMES = ("paper", "mqar")
+DTYPES = ("fp32", "bf16")
+PASSES = ("forward", "backward")
+CHILD_TIMEOUT_S = 600
+
+
+def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int) -> None:
+    """One call of impl="triton", unchecked (the self-check is not what this probes), synchronised."""
+    os.environ["LOGLINEAR_SELFCHECK"] = "skip"
+    import torch
+
+    from benchmarks.kernel_inputs import CHUNK, SHAPES, make_base
+    from loglinear.kernels import log_linear_attn, value_checks
+
+    device = torch.device("cuda")
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
+    base = make_base(SHAPES[(variant, shape_name)], T, variant == "gdn", dtype, device)
+    grad = passes == "backward"
+    leaves = {n: None if x is None else x.detach().clone().requires_grad_(grad) for n, x in base.items()}
+    with value_checks(False), torch.set_grad_enabled(grad):
+        o, _ = log_linear_attn(*leaves.values(), impl="triton", chunk_size=CHUNK)
+        if grad:
+            o.float().sum().backward()
+    torch.cuda.synchronize()
+
+
+def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool) -> tuple[str, float, str]:
+    """(outcome, seconds, the child's last lines) of one case in a child process."""
+    argv = [sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T)]
+    if sanitizer:
+        argv = ["compute-sanitizer", "--tool", "memcheck", "--print-limit", "3", "--error-exitcode", "99", *argv]
+    started = time.monotonic()
+    env = dict(os.environ, CUDA_LAUNCH_BLOCKING="1")  # a fault is raised at the launch that made it
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        return f"did not finish in {CHILD_TIMEOUT_S} s", time.monotonic() - started, ""
+    text = (done.stdout + done.stderr).strip().splitlines()
+    outcome = "ok" if done.returncode == 0 else f"exit {done.returncode}"
+    return outcome, time.monotonic() - started, " / ".join(line.strip() for line in text[-6:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--T", type=int, default=1024, help="tokens per sequence (default 1024)")
+    parser.add_argument("--sanitizer", action="store_true", help="run each case under compute-sanitizer memcheck")
+    parser.add_argument("--case", nargs=4, metavar=("VARIANT", "SHAPE", "DTYPE", "PASSES"),
+                        help=f"one case in this process: {VARIANTS} {SHAPE_NAMES} {DTYPES} {PASSES}")
+    args = parser.parse_args()
+    if args.case:
+        variant, shape_name, dtype_name, passes = args.case
+        for value, valid in zip(args.case, (VARIANTS, SHAPE_NAMES, DTYPES, PASSES), strict=True):
+            if value not in valid:
+                parser.error(f"--case: {value!r} is not one of {', '.join(valid)}")
+        run_case(variant, shape_name, dtype_name, passes, args.T)
+        return
+    if args.sanitizer and shutil.which("compute-sanitizer") is None:
+        parser.error("--sanitizer: compute-sanitizer is not on the PATH")
+    print(f"T={args.T}{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process")
+    print("| variant | shape | dtype | passes | outcome | s | last lines |\n|---|---|---|---|---|---|---|", flush=True)
+    for case in itertools.product(VARIANTS, SHAPE_NAMES, DTYPES, PASSES):
+        outcome, seconds, tail = probe(case, args.T, args.sanitizer)
+        print(f"| {' | '.join(case)} | {outcome} | {seconds:.0f} | {tail if outcome != 'ok' else ''} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
