@@ -26,6 +26,8 @@ SETTINGS = [  # MAD's baseline of each task, then its longest (or largest) setti
     ("fuzzy_in_context_recall", {"seq_len": 1024}),
     ("selective_copying", {}),
     ("selective_copying", {"seq_len": 1024, "num_tokens_to_copy": 96}),
+    ("compression", {}),
+    ("compression", {"seq_len": 256}),
     ("memorization", {}),
     ("memorization", {"vocab_size": 8192}),
 ]

@@ -62,6 +62,36 @@ def test_param_report_adds_up(tiny):
         assert (r.lambda_heads > 0) == (mixer in LOG_LINEAR)
 
 
+@pytest.mark.parametrize("mixer", ["attention", "log_linear_gated_deltanet"])
+def test_the_decoder_head_reads_every_position_from_the_last_one(tiny, mixer):
+    model = build_model(tiny(mixer=mixer, output_head="decoder"), seed=0).double()
+    inputs = torch.randint(0, 32, (2, 9))
+    later = inputs.clone()
+    later[:, 7] = (later[:, 7] + 1) % 32
+    with torch.no_grad():
+        logits, changed = model(inputs), model(later)
+        states = model.embedding(inputs)
+        for block in model.blocks:
+            states = block(states)
+    assert not torch.allclose(logits[:, 0], changed[:, 0])  # position 0 sees a later token: it reads the last state
+    assert not torch.allclose(logits[:, 0], logits[:, 1])  # the positions are told apart
+    features = model.head.positions[:9] + states[:, -1:]
+    features = torch.nn.functional.gelu(model.head.proj_in(model.head.norm_in(features)))
+    features = torch.nn.functional.gelu(model.head.proj_out(model.head.norm_out(features)))
+    torch.testing.assert_close(logits, model.lm_head(model.norm(features)))
+    report = model.param_report()
+    assert report.output_head == 2 * (16 * 16 + 16) + 2 * 16 and report.total == sum(
+        p.numel() for p in model.parameters())
+    assert report.total == report.embedding + report.mixers + report.mlps + report.norms + report.output_head
+    with pytest.raises(ValueError, match="output_head=decoder decodes every position .* no token-by-token decoding"):
+        model.step(inputs[:, 0], model.init_cache(2))
+
+
+def test_an_unknown_output_head_names_the_valid_ones(tiny):
+    with pytest.raises(ValueError, match=r"ModelConfig.output_head: unknown output head 'mlp'; valid: lm, decoder"):
+        tiny(output_head="mlp")
+
+
 def test_lambda_head_count_includes_its_projection(tiny):
     model = build_model(tiny(mixer="log_linear_mamba2", max_len=64, lambda_share_from_level=3))
     mixer = model.blocks[0].mixer

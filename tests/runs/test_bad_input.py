@@ -92,6 +92,7 @@ def test_a_failed_start_does_not_refuse_a_corrected_config(tmp_path, capsys, mon
         ("model=null", "model=null: a group is a mapping"),
         ("model.vocab_size=10", "model.vocab_size=10 is smaller than the task's vocabulary (mqar: 16 tokens)"),
         ("model.max_len=4", "model.max_len=4 is smaller than the longest sequence of the data (8 tokens)"),
+        ("model.output_head=decoder", "model.output_head=decoder: task mqar is scored through the 'lm' head"),
     ],
 )
 def test_a_bad_value_is_one_line_before_any_folder_is_made(tmp_path, capsys, override, message):

@@ -175,6 +175,18 @@ def test_the_self_check_mode_is_not_part_of_a_runs_identity(tmp_path):
     assert identity(older) == identity(to_container(forced))
 
 
+def test_compression_runs_through_the_decoder_head_its_task_names(tmp_path):
+    compression = [f"out_dir={tmp_path / 'run'}", *(o for o in TINY if not o.startswith("data.")),
+                   "data.task=compression", "data.task_args={vocab_size: 6, seq_len: 5}", "data.batch_size=32",
+                   "data.val_size=128", "data.test_size=128", "train.max_steps=40", "train.early_stop_threshold=null"]
+    cfg = load_run_config(None, compression)
+    assert cfg.model.output_head == "decoder"
+    assert tiny(tmp_path, "model.output_head=lm").model.output_head == "lm"
+    result = train(cfg)
+    assert result["status"] == "max_steps" and result["test"]["test/acc"] > 0.2  # chance 1/5; learning starts
+    assert "output_head: decoder" in (tmp_path / "run" / "config.yaml").read_text()
+
+
 def test_killed_run_resumes_to_the_same_result(tmp_path):
     args = [*TINY, "train.max_steps=80", "train.val_every=10", "train.early_stop_threshold=null"]
     assert cli(*args, f"out_dir={tmp_path / 'whole'}").returncode == 0

@@ -25,6 +25,7 @@ SMALL = {
     "fuzzy_in_context_recall": {"seq_len": 24},
     "noisy_in_context_recall": {"seq_len": 16},
     "selective_copying": {"seq_len": 16, "num_tokens_to_copy": 4},
+    "compression": {"seq_len": 16, "noise_vocab_size": 4, "frac_noise": 0.3},
     "memorization": {"seq_len": 16},
     "forgetting_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4, "num_updates": 2},
     "compositional_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4},

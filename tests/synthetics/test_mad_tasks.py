@@ -160,7 +160,41 @@ def test_memorization_answers_from_one_fixed_map():
     assert not torch.equal(other.value_of, task.value_of)
 
 
+@settings(max_examples=25)
+@given(length=st.integers(2, 40), vocab=st.integers(3, 20), noise_vocab=st.integers(0, 6),
+       frac=st.sampled_from([0.0, 0.3, 0.9]), seed=seeds)
+def test_compression_scores_every_token_but_noise_at_its_own_position(length, vocab, noise_vocab, frac, seed):
+    noise_vocab = min(noise_vocab, vocab - 3)
+    frac = frac if noise_vocab else 0.0
+    task = get_task("compression", vocab_size=vocab, seq_len=length, noise_vocab_size=noise_vocab, frac_noise=frac)
+    signal, end = vocab - 1 - noise_vocab, vocab - 1
+    assert task.num_classes == signal and task.output_head == "decoder"
+    batch = task.sample(16, seed)
+    for tokens, targets in zip(batch.inputs.tolist(), batch.targets.tolist(), strict=True):
+        assert tokens[-1] == end and targets[-1] == IGNORE_INDEX
+        for token, target in zip(tokens[:-1], targets[:-1], strict=True):
+            assert 0 <= token < end
+            assert target == (token if token < signal else IGNORE_INDEX)
+
+
+def test_compression_noise_follows_frac_noise_and_tokens_are_uniform():
+    rows = get_task("compression", vocab_size=12, seq_len=65, noise_vocab_size=3, frac_noise=0.4).sample(400, 3)
+    body = rows.inputs[:, :-1]
+    noise = body >= 8
+    assert abs(noise.float().mean().item() - 0.4) < 0.01
+    counts = torch.bincount(body.flatten(), minlength=11).float()
+    assert (counts[:8] / counts[:8].mean() - 1).abs().max() < 0.05  # tokens uniform over 0..7
+    assert (counts[8:11] / counts[8:11].mean() - 1).abs().max() < 0.05  # noise uniform over 8..10
+    clean = get_task("compression", vocab_size=12, seq_len=65).sample(400, 3)
+    assert (clean.targets[:, :-1] == clean.inputs[:, :-1]).all() and (clean.inputs[:, :-1] < 11).all()
+
+
 @pytest.mark.parametrize(("name", "kwargs", "message"), [
+    ("compression", {"vocab_size": 2}, r"vocab_size must be >= 3, got 2"),
+    ("compression", {"seq_len": 1}, r"seq_len must be >= 2, got 1"),
+    ("compression", {"noise_vocab_size": 14}, r"noise_vocab_size must be <= 13, got 14"),
+    ("compression", {"frac_noise": 0.5}, r"frac_noise = 0.5 needs noise_vocab_size >= 1, got 0"),
+    ("compression", {"noise_vocab_size": 2, "frac_noise": 1.0}, r"frac_noise must be < 1.0, got 1.0"),
     ("in_context_recall", {"seq_len": 9}, r"seq_len must be even, got 9"),
     ("in_context_recall", {"seq_len": 2}, r"seq_len must be >= 4, got 2"),
     ("in_context_recall", {"frac_noise": 0.2}, r"frac_noise = 0.2 needs noise_vocab_size >= 1, got 0"),

@@ -1,6 +1,7 @@
 """A small attention model learns each of MAD's tasks at an easy setting: the tasks are learnable as encoded.
 
-Copying and memorisation are solved (> 90%) within seconds. Recall needs an induction circuit, which takes this
+Copying, compression (through the decoder head the task selects) and memorisation are solved (> 90%) within
+seconds. Recall needs an induction circuit, which takes this
 model thousands of steps; in the few hundred a unit test affords it must at least double chance accuracy
 (a task whose answers were not in the sequence would stay at chance)."""
 
@@ -17,6 +18,7 @@ EASY = {  # name: (arguments, training steps, whether the test asks for > 90% or
     "noisy_in_context_recall": ({"vocab_size": 14, "seq_len": 16, "noise_vocab_size": 4}, 250, False),
     "fuzzy_in_context_recall": ({"vocab_size": 9, "seq_len": 16, "k_motif_size": 1, "v_motif_size": 2}, 250, False),
     "selective_copying": ({"vocab_size": 6, "seq_len": 12, "num_tokens_to_copy": 2}, 300, True),
+    "compression": ({"vocab_size": 6, "seq_len": 5}, 400, True),
     "memorization": ({"vocab_size": 17, "seq_len": 8}, 150, True),
 }
 
@@ -25,7 +27,7 @@ def accuracy_after_training(name: str, arguments: dict, steps: int) -> tuple[flo
     """Test accuracy of a small attention model trained for `steps`, and the task's chance accuracy."""
     task = get_task(name, **arguments)
     model = build_model(ModelConfig(mixer="attention", d_model=64, n_layers=2, vocab_size=task.vocab_size,
-                                    max_len=task.seq_len, attention_heads=2), seed=0)
+                                    max_len=task.seq_len, attention_heads=2, output_head=task.output_head), seed=0)
     optimiser = torch.optim.AdamW(model.parameters(), lr=3e-3)
     for step in range(steps):
         batch = task.sample(32, step)

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from loglinear.models.config import ModelConfig
+from loglinear.models.heads import OUTPUT_HEADS
 from loglinear.models.init import init_from_seed
 from loglinear.models.layers import RMSNorm, SwiGLU
 from loglinear.models.mixers import MIXERS, check_model
@@ -54,6 +55,7 @@ class ParamReport:
 
     lambda_heads counts the log-linear heads' parameters, their projections included;
     `mixers` includes them, so `base_mixers` = mixers - lambda_heads is what the base model has.
+    `output_head`: the decoder head's parameters (0 for the LM head alone).
     """
 
     total: int
@@ -62,6 +64,7 @@ class ParamReport:
     lambda_heads: int
     mlps: int
     norms: int
+    output_head: int = 0
 
     @property
     def base_mixers(self) -> int:
@@ -82,6 +85,8 @@ class ParamReport:
             f"{self.total:,} parameters: embedding {self.embedding:,}, mixers {self.mixers:,}, "
             f"MLPs {self.mlps:,}, norms {self.norms:,}"
         )
+        if self.output_head:
+            text += f", output head {self.output_head:,}"
         if self.lambda_heads:
             text += (
                 f"; lambda heads {self.lambda_heads:,} (+{self.overhead_vs_mixers_pct:.2f}% of the base mixers, "
@@ -96,7 +101,8 @@ def _count(modules: list[nn.Module | None]) -> int:
 
 
 class LanguageModel(nn.Module):
-    """Token embedding, `n_layers` pre-norm blocks, final RMSNorm, LM head (tied to the embedding or not).
+    """Token embedding, `n_layers` pre-norm blocks, the output head (`cfg.output_head`: nothing, or the decoder
+    that reads the last position alone), final RMSNorm, LM head (tied to the embedding or not).
 
     `model(inputs, score_mask=None)`: inputs (B, T) int64. Without score_mask returns logits
     (B, T, vocab); with a boolean score_mask (B, T) returns logits only where it is true, shape
@@ -115,6 +121,7 @@ class LanguageModel(nn.Module):
         self.cfg = cfg
         self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.head = OUTPUT_HEADS[cfg.output_head](cfg.d_model, cfg.max_len, cfg.norm_eps)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         init_from_seed(self, seed)
@@ -125,6 +132,7 @@ class LanguageModel(nn.Module):
         h = self.embedding(inputs)
         for block in self.blocks:
             h = block(h)
+        h = self.head(h)
         if score_mask is not None:
             if score_mask.dtype != torch.bool or score_mask.shape != inputs.shape:
                 raise ValueError(
@@ -146,6 +154,9 @@ class LanguageModel(nn.Module):
 
     def step(self, tokens_t: Tensor, cache: DecodeCache) -> tuple[Tensor, DecodeCache]:
         """One token per sequence: tokens_t (B,) int64 -> logits (B, vocab) and the cache after it."""
+        if self.cfg.output_head != "lm":
+            raise ValueError(f"output_head={self.cfg.output_head} decodes every position from the whole sequence's "
+                             "last state: a model with it has no token-by-token decoding")
         if cache.position >= cache.max_len:
             raise ValueError(f"the cache is full: it was made for max_len={cache.max_len} tokens")
         h = self.embedding(tokens_t)
@@ -169,11 +180,11 @@ class LanguageModel(nn.Module):
         mixers = [b.mixer for b in self.blocks]
         mlps: list[nn.Module | None] = [b.mlp for b in self.blocks]
         embedding = _count([self.embedding, self.lm_head])
-        n_mixers, n_mlps, total = _count(mixers), _count(mlps), _count([self])
+        n_mixers, n_mlps, n_head, total = _count(mixers), _count(mlps), _count([self.head]), _count([self])
         return ParamReport(
             total=total, embedding=embedding, mixers=n_mixers,
             lambda_heads=sum(m.lambda_parameter_count() for m in mixers),
-            mlps=n_mlps, norms=total - embedding - n_mixers - n_mlps,
+            mlps=n_mlps, norms=total - embedding - n_mixers - n_mlps - n_head, output_head=n_head,
         )
 
 

@@ -9,6 +9,7 @@ from loglinear.checks import check_float, check_int
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
 from loglinear.models.decay_init import A_INITS, A_RANGE, DT_MIN
+from loglinear.models.heads import OUTPUT_HEADS
 from loglinear.models.init import INIT_STD, INITS
 from loglinear.models.layers import CONV_BIAS_INITS, LINEAR_INITS
 
@@ -80,6 +81,9 @@ class ModelConfig:
     mlp_ratio:        hidden width of the SwiGLU MLP after each mixer as a multiple of d_model; 0 = no
                       MLP (zoology's MQAR models).
     tie_embeddings:   the LM head reuses the token embedding matrix.
+    output_head:      what the final norm and LM head read (OUTPUT_HEADS, models/heads.py): "lm", each
+                      position's own state; "decoder", every position decoded from the last position's
+                      state by MAD's AutoEncoder decoder (the compression task; a run follows its task).
     use_output_gate:  Gated DeltaNet: output gate (rmsnorm(o) * silu(W_g x)) instead of a plain norm.
     scale_lambda:     log-linear Gated DeltaNet: multiply lambda by sqrt(K), K its key head dim, as the
                       official code does (it divides lambda by the q scale K^-0.5, SCALE_LAMBDA in its
@@ -137,6 +141,7 @@ class ModelConfig:
     conv_size: int = 4
     mlp_ratio: float = 0.0
     tie_embeddings: bool = True
+    output_head: str = "lm"
     use_output_gate: bool = True
     scale_lambda: bool = True
     negative_eigenvalues: bool = False
@@ -192,6 +197,10 @@ class ModelConfig:
         if self.selfcheck is not None and self.selfcheck not in SELFCHECK_MODES:
             raise ValueError(f"ModelConfig.selfcheck: unknown mode {self.selfcheck!r}; valid: "
                              f"{', '.join(SELFCHECK_MODES)} or null (LOGLINEAR_SELFCHECK)")
+        try:
+            OUTPUT_HEADS[self.output_head]
+        except ValueError as e:
+            raise ValueError(f"ModelConfig.output_head: {e}") from None
         check_int("ModelConfig.chunk_size", self.chunk_size, minimum=1)
         if self.chunk_size & (self.chunk_size - 1):
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")

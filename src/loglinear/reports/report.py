@@ -1,11 +1,11 @@
-"""`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv`
-(the comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy,
-solve rates with Wilson intervals, steps to the threshold, how the runs ended, accuracy given solved, the
-learning rates behind them, the ranking of the λ parameterisations when λ varies, accuracy by test length, the
-missing or failed runs, then the comparisons: the declared primary tested alone at alpha, the secondaries with
-what survives Holm, the operator implementations the runs ran (with a note under the first table when they
-differ), and the equal-state comparison when the sweep has one) and PNG plots (with the MQAR accuracy against
-state size). docs/reports.md describes the protocol and the statistics."""
+"""`loglinear sweep report DIR`: `results.csv` (one row per run), `paired.csv` and `paired_by_length.csv` (the
+comparisons with every test and its Holm-adjusted p-value), `table.md` (the protocol, test accuracy, solve rates
+with Wilson intervals, steps to the threshold, how the runs ended, accuracy given solved, the learning rates behind
+them, the ranking of the λ parameterisations when λ varies, accuracy by test length, MAD's per-task summary and
+score where the spec asks (`report.mad_score`), the missing or failed runs, then the comparisons: the declared
+primary tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
+(with a note under the first table when they differ), and the equal-state comparison when the sweep has one) and
+PNG plots (with the MQAR accuracy against state size). docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from loglinear.reports.figures import Palette
 from loglinear.reports.files import CSV, PAIRED_CSV, PAIRED_LENGTH_CSV, TABLE, write_csv, write_paired_csv
 from loglinear.reports.frontier import equal_state_comparisons
 from loglinear.reports.guard import protect_report
+from loglinear.reports.mad_score import mad_sections
 from loglinear.reports.paired import Pairing, TestResult, holm_family, paired_comparisons
 from loglinear.reports.plots import write_plots
 from loglinear.reports.ranking import lambda_ranking
@@ -181,6 +182,8 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     lengths = length_table(sweep, cells)
     if lengths:
         parts += ["## State tracking by test length\n", lengths, LENGTH_NOTE.format(pct=pct)]
+    if report.mad_score:
+        parts += mad_sections(sweep, cells)
     pairs = pairs_table(sweep, cells)
     if pairs:
         parts += ["## MQAR by number of key-value pairs\n", pairs, PAIRS_NOTE.format(pct=pct)]

@@ -41,10 +41,11 @@ from loglinear.synthetics.config import (
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("data", "model", "train", "logger")
-ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck")
+ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck", "model.output_head")
 """Config keys that do not change what a run computes, so they are not part of its identity (its id, and what a
 rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
-agent), whether the fused kernels check themselves first (result.json records what ran)."""
+agent), whether the fused kernels check themselves first (result.json records what ran); and the output head,
+which the task fixes (`data.task` is in the identity)."""
 ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
     **{f"model.{f.name}": f.default
        for f in dataclasses.fields(ModelConfig)
@@ -228,8 +229,8 @@ class RunConfig:
     """One run: `data` (task, arguments, seed), `model`, `train`, `logger`, and `out_dir`, its directory.
 
     `model.vocab_size` and `model.max_len` follow the data (the task's vocabulary, the longest
-    sequence of any set) unless given; `model.lambda_share_from_level: trained` becomes the deepest
-    level the longest training sequence reaches.
+    sequence of any set) unless given; `model.output_head` is the task's (`Task.output_head`);
+    `model.lambda_share_from_level: trained` becomes the deepest level the longest training sequence reaches.
     """
 
     out_dir: str = MISSING
@@ -336,7 +337,7 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data.{str(e).splitlines()[0]}") from None
         try:
-            vocab, longest, train_longest = _data_sizes(json.dumps(values["data"], sort_keys=True))
+            vocab, longest, train_longest, head = _data_sizes(json.dumps(values["data"], sort_keys=True))
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data ({data.task}): {str(e).splitlines()[0]}") from None
         model = values["model"]
@@ -347,6 +348,10 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
             elif isinstance(model[key], int) and model[key] < needed:
                 raise ConfigError(f"model.{key}={model[key]} is smaller than {what}: leave it out to follow the "
                                   f"data, or give at least {needed}")
+        if "output_head" in given_model and model["output_head"] != head:
+            raise ConfigError(f"model.output_head={model['output_head']}: task {data.task} is scored through the "
+                              f"{head!r} head; leave model.output_head out to follow the task")
+        model["output_head"] = head
         if model.get("lambda_share_from_level") == SHARE_FROM_TRAINED:
             model["lambda_share_from_level"] = share_from_for_training_length(train_longest)
         cfg = _instance(RunConfig, values)
@@ -363,15 +368,15 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def _data_sizes(data_json: str) -> tuple[int, int, int]:
-    """The vocabulary every set of the data shares, its longest sequence and its longest training sequence (a
-    ValueError naming a set whose tasks cannot be built or whose vocabulary differs); cached by the data's JSON:
-    a sweep's runs share a few."""
+def _data_sizes(data_json: str) -> tuple[int, int, int, str]:
+    """The vocabulary every set of the data shares, its longest sequence, its longest training sequence and the
+    output head its task needs (a ValueError naming a set whose tasks cannot be built or whose vocabulary
+    differs); cached by the data's JSON: a sweep's runs share a few."""
     data = _instance(DataConfig, json.loads(data_json))
     train = training_set(data)
     sets = [train, *validation_sets(data), *evaluation_sets(data)]
     longest = max(task.seq_len for s in sets for task in s.tasks)
-    return check_same_vocabulary(sets), longest, max(task.seq_len for task in train.tasks)
+    return check_same_vocabulary(sets), longest, max(task.seq_len for task in train.tasks), train.tasks[0].output_head
 
 
 def _instance(cls: type, values: Mapping[str, Any]) -> Any:

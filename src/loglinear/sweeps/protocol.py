@@ -3,6 +3,7 @@
     report:                          # optional; every key optional
       threshold: 0.99                # solved: validation accuracy above it under the stopping rule (default SOLVED)
       plateau: 0.5                   # escaped: solved, or final validation accuracy above it (default: not reported)
+      mad_score: false               # true: MAD's per-task accuracy, solve rate and score (reports/mad_score.py)
       primary:                       # the one comparison declared in advance (the others are secondary)
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
@@ -114,6 +115,7 @@ class ReportConfig:
     threshold: float = SOLVED
     plateau: float | None = None
     primary: Primary | None = None
+    mad_score: bool = False
 
     def __post_init__(self) -> None:
         for name in ("threshold", "plateau"):

@@ -7,6 +7,7 @@ from typing import Any
 
 from loglinear.registry import Registry
 from loglinear.synthetics.compositional_mqar import CompositionalMQAR
+from loglinear.synthetics.compression import Compression
 from loglinear.synthetics.cycle_nav import CycleNavigation
 from loglinear.synthetics.flip_flop import FlipFlop
 from loglinear.synthetics.forgetting_mqar import ForgettingMQAR
@@ -43,6 +44,7 @@ TASKS: Registry[type[Task]] = Registry(
         FuzzyInContextRecall,
         NoisyInContextRecall,
         SelectiveCopying,
+        Compression,
         Memorization,
         ForgettingMQAR,
         CompositionalMQAR,

@@ -22,9 +22,14 @@ class Task(ABC):
     token and every target class) and `num_classes` (how many distinct targets exist; chance
     accuracy is 1 / num_classes). `sample` is a pure function of (arguments, batch_size, seed): it
     uses a local `torch.Generator` and never reads or advances the global RNGs.
+
+    `output_head` names the model's output head the task needs (`OUTPUT_HEADS`, models/heads.py): "lm",
+    each position's logits from its own state (every task but one), or "decoder", every position's
+    logits from the last position's state (compression); a run's model follows it.
     """
 
     name: ClassVar[str]
+    output_head: ClassVar[str] = "lm"
     seq_len: int
     vocab_size: int
     num_classes: int
