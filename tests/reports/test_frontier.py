@@ -147,3 +147,15 @@ def test_the_frontier_dodges_the_series_at_one_state_size_and_marks_the_true_siz
     for left, right in itertools.combinations(sorted(near), 2):
         assert left[-1] < right[0]  # each series in a slot of its own
     assert sorted(t.get_text() for t in everything.texts) == ["0/3"] * 5  # the counts, in the panel of all sets
+
+
+def test_a_series_alone_at_its_state_size_is_drawn_around_it(tmp_path):
+    """Mamba-2 (1,408) and attention (8,192) are far apart: each one's seeds centre on its true size, not on a slot
+    laid out beside the other series."""
+    entries = [entry(mixer, 16, seed, 0.5) for mixer in ("attention", "mamba2") for seed in range(3)]
+    fig = mqar_frontier(load_sweep(make_sweep(tmp_path, entries, name="state")))
+    xs = [x for collection in fig.axes[0].collections for x in collection.get_offsets()[:, 0]]
+    for state, low, high in ((1408, 1000, 2000), (8192, 6000, 12000)):
+        alone = [x for x in xs if low < x < high]
+        assert len(alone) == 3
+        assert float(np.exp(np.mean(np.log(alone)))) == pytest.approx(state)

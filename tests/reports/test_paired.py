@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 
 import pytest
 from scipy import stats
@@ -296,10 +297,9 @@ def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(
     assert row_of(table_rows(report.table, 0), "Transformer") == ["-", "50.0 (0.0)"]
     rows = section_rows(report.table, "Paired differences by test length")
     assert rows[0] == ["comparison", "cell", "64 (train)", "128"]
-    # at 128 the paired t p-value is 0.013; Holm over the report's 6 tests (solved and accuracy overall, at 64 and
-    # at 128; the 5 others have p = 1) multiplies it by 6, past 0.05
+    # at 64 every run is above 99% on test, at 128 none (0.99 is not above it)
     assert row_of(rows, "Log-Linear Gated DeltaNet \u2212 Gated DeltaNet", "eigenvalues=[-1, 1], d_model=32") == [
-        "+0.0 [+0.0, +0.0] 0/3, solved 3 vs 3", "\u22123.0 [\u22125.5, \u22120.5] 0/3, solved 3 vs 3"]
+        "+0.0 [+0.0, +0.0] 0/3, above 3 vs 3", "\u22123.0 [\u22125.5, \u22120.5] 0/3, above 0 vs 0"]
     by_length = read_csv(tmp_path / "paired_by_length.csv")
     assert [(r["test_length"], r["mean_diff"]) for r in by_length] == [("64", "0.0"), ("128", "-3.0")]
     assert float(by_length[1]["ci_low"]) == pytest.approx(-3.0 - T_975[2] * 1.0 / 3 ** 0.5)
@@ -366,3 +366,61 @@ def test_the_paired_t_primary_needs_a_continuous_outcome_and_warns_on_bimodal_di
     assert "paired t on test accuracy, t=" in line and "**Warning**: the paired differences look bimodal" in line
     steady = pairing("d_model=16", {s: (0.9 + d / 100, 0.9) for s, d in enumerate([3, 4, 5, 5, 6, 7, 2, 4])})
     assert "Warning" not in primary_line(holm_family([steady], primary), declared=True)
+
+
+RUN_LEVEL = {"solved", "escaped", "steps"}
+"""The tests of a run's own events, written out here so that the check below does not trust the code it checks."""
+
+
+def length_sweep(folder, primary=None):
+    """Gated DeltaNet and its log-linear form on 4 seeds, tested at 40, 80 and 160: every run solved on validation
+    (the run's event), while test accuracy above 99% differs by length: at 40 all, at 80 the log-linear side's seeds 0
+    and 1 only, at 160 none."""
+    entries = []
+    for seed in range(4):
+        for mixer, at_80 in (("gated_deltanet", 0.95), ("log_linear_gated_deltanet", 0.995 if seed < 2 else 0.9)):
+            test = {"test/acc/seq_len=40": 1.0, "test/acc/seq_len=80": at_80, "test/acc/seq_len=160": 0.6 + seed / 100}
+            entries.append(run_entry(mixer, 32, 1e-3, seed, finished(1.0, "early_stopped", test=test,
+                                                                     steps_to_threshold=100 + seed),
+                                     task="parity", curve=[(100 + seed, 1.0)]))
+    report = {"threshold": 0.99, "plateau": 0.6, **({"primary": primary} if primary else {})}
+    return make_sweep(folder, entries, report=report)
+
+
+def test_no_test_is_repeated_inside_one_holm_family(tmp_path):
+    """A run's own events (solved, escaped, steps) are the same at every test length: tested once, overall; each
+    length has its own event (above) and its accuracy."""
+    write_report(length_sweep(tmp_path))
+    by_length = read_csv(tmp_path / "paired_by_length.csv")
+    overall = read_csv(tmp_path / "paired.csv")
+    tested = []
+    for row in [*overall, *by_length]:
+        length = row.get("test_length")
+        for column in (c for c in COLUMNS if c.startswith("p_") and c != "p_accuracy_t"):
+            if row[column] != "":
+                test = column.removeprefix("p_")
+                tested.append((row["mixer"], row["baseline"], row["cell"], test,
+                               None if test in RUN_LEVEL else length))
+    assert len(tested) == len(set(tested)), f"repeated in one family: {[t for t in tested if tested.count(t) > 1]}"
+    assert {r["test_length"]: (r["above_mixer"], r["above_baseline"], r["only_mixer_above"]) for r in by_length} == {
+        "40": ("4", "4", "0"), "80": ("2", "0", "2"), "160": ("0", "0", "0")}
+    assert all(r["p_solved"] == r["p_escaped"] == r["p_steps"] == "" for r in by_length)
+
+
+def test_a_primary_at_a_length_tests_the_event_above_there(tmp_path):
+    primary = {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet", "test": "above", "length": 80}
+    report = write_report(length_sweep(tmp_path, primary))
+    line = next(x for x in report.table.splitlines() if x.startswith("**Primary comparison**"))
+    assert ("d_model=32, length 80): exact McNemar on above (test accuracy above the threshold at the length), "
+            "discordant pairs 2 vs 0 of 4, p=0.500") in line  # the run-level solved event is 4 vs 4: no discordance
+    assert [r["primary"] for r in read_csv(tmp_path / "paired_by_length.csv")] == ["", "above", ""]
+
+
+@pytest.mark.parametrize(("test", "length", "words"), [
+    ("solved", 40, "primary.test solved is the run's (on validation), the same at every test length"),
+    ("steps", 40, "primary.test steps is the run's"),
+    ("above", None, "primary.test above (test accuracy above the threshold at one test length) needs primary.length"),
+])
+def test_a_run_event_at_a_length_or_above_without_one_is_refused(test, length, words):
+    with pytest.raises(ConfigError, match=re.escape(words)):
+        Primary("log_linear_gated_deltanet", "gated_deltanet", test, length=length)

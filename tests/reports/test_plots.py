@@ -174,7 +174,7 @@ def test_panel_titles_wrap_instead_of_running_into_each_other(long_cells, plot):
 
 def test_rows_of_one_arm_share_its_colour_and_differ_by_marker(long_cells):
     styles = legend_styles(acc_vs_d_model(long_cells))
-    for arm in ("Mamba-2 /", "Log-Linear Mamba-2 /"):
+    for arm in ("Mamba-2 (", "Log-Linear Mamba-2 ("):
         mine = [style for label, style in styles.items() if label.startswith(arm)]
         assert len(mine) == 3 and len({colour for colour, _ in mine}) == 1 and len({m for _, m in mine}) == 3
     assert len({colour for colour, _ in styles.values()}) == 2
@@ -220,3 +220,27 @@ def test_no_two_arms_share_a_colour_up_to_twenty(tmp_path):
                 for mixer in ("mamba2", "gated_deltanet")]
     colours = Palette.of(load_sweep(make_sweep(tmp_path, entries))).colors
     assert len(colours) == 12 and len(set(colours.values())) == 12
+
+
+def test_a_legend_names_only_the_keys_that_apply_to_its_arm(tmp_path):
+    """An initialisation study's rows: attention and Gated DeltaNet read no Mamba-2 init option, so their legend
+    entries and table rows carry none of the values the spec gave them."""
+    init = {"model.A_init": "arange", "model.in_proj_std": 0.1}
+    entries = [run_entry(mixer, 16, 1e-3, seed, ran(0.5), **init)
+               for mixer in ("attention", "mamba2", "gated_deltanet") for seed in range(2)]
+    loaded = load_sweep(make_sweep(tmp_path, entries))
+    assert sorted(legend_styles(acc_vs_d_model(loaded))) == [
+        "Gated DeltaNet", "Mamba-2 (A_init=arange, in_proj_std=0.1)", "Transformer"]
+    assert sorted(record.row for record in loaded.records) == sorted(
+        [("Transformer", "-", "-")] * 2 + [("Mamba-2", "arange", "0.1")] * 2 + [("Gated DeltaNet", "-", "-")] * 2)
+    titles = sorted(ax.get_title() for ax in kaplan_meier_plot(loaded).axes)
+    assert titles == ["A_init=arange, in_proj_std=0.1, d_model 16", "d_model 16"]
+
+
+def test_the_kaplan_meier_legend_sits_below_its_panel_where_it_hides_no_curve(tmp_path):
+    entries = [run_entry(mixer, 16, 1e-3, seed, ran(acc), curve=[(50, acc)])
+               for mixer, acc in (("mamba2", 0.995), ("gated_deltanet", 0.3)) for seed in range(2)]
+    fig = kaplan_meier_plot(load_sweep(make_sweep(tmp_path, entries)))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    (ax,) = fig.axes
+    assert ax.get_legend().get_window_extent(renderer).y1 < ax.get_window_extent(renderer).y0

@@ -29,7 +29,7 @@ def spec_with(tmp_path, primary, **report):
     ({"mixer": "mamba2", "baseline": "log_linear_mamba2"}, "its comparisons: log_linear_mamba2 vs mamba2"),
     ({**PAIR, "cell": "d_model=64"}, "cell 'd_model=64' is not a cell of log_linear_mamba2 vs mamba2; its cells: "
                                      "d_model=16"),
-    ({**PAIR, "length": 16}, "length 16 is not a test length the report compares at; valid: none"),
+    ({**PAIR, "test": "accuracy", "length": 16}, "length 16 is not a test length the report compares at; valid: none"),
     ({**PAIR, "test": "escaped"}, "the escaped test needs report.plateau"),
 ])
 def test_a_primary_the_report_would_refuse_is_refused_before_anything_runs(tmp_path, capsys, primary, words):
@@ -43,6 +43,15 @@ def test_a_primary_the_report_would_refuse_is_refused_before_anything_runs(tmp_p
     assert words in capsys.readouterr().err and not out.exists()
     assert main(["sweep", "wandb", str(path), "--out", str(out)]) == 2
     assert words in capsys.readouterr().err and not out.exists()
+
+
+def test_a_run_event_declared_at_a_test_length_is_refused_with_exit_status_2(tmp_path, capsys):
+    path = spec_with(tmp_path, {**PAIR, "test": "solved", "length": 16})
+    out = tmp_path / "out"
+    assert main(["sweep", "run", str(path), "--out", str(out), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "primary.test solved is the run's (on validation), the same at every test length" in err
+    assert len(err.strip().splitlines()) == 1 and not out.exists()
 
 
 def test_a_primary_of_the_sweep_passes(tmp_path):

@@ -51,3 +51,27 @@ def test_length_plot_shades_the_training_range_within_the_tested_lengths(tmp_pat
     left, right = ax.get_xlim()
     assert 20 < left < 40 and 160 < right < 320  # the tested lengths with a margin, not down to length 1
     assert "training lengths 1-40" in ax.get_legend_handles_labels()[1]
+
+
+def test_length_plot_keeps_every_seed_inside_its_axes(tmp_path):
+    """Nine rows dodged around each length (the widest dodge) and a seed below chance: none falls off an edge, and
+    the shading of the training range covers the seeds of length 40 whole."""
+    entries = []
+    mixers = ("attention", "mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet")
+    for mixer in mixers:
+        for negative in ((False,) if mixer == "attention" else (False, True)):
+            for seed in range(3):
+                tested = {f"test/acc/seq_len={n}": 0.4 if seed == 0 else 1.0 for n in (40, 80, 160, 320)}
+                entry = run_entry(mixer, 32, 1e-3, seed, finished(1.0, test=tested), task="parity",
+                                  **{"model.negative_eigenvalues": negative})
+                entry["config"]["data"]["task_args"] = {"seq_len": 40}
+                entries.append(entry)
+    (ax,) = acc_vs_seq_len(load_sweep(make_sweep(tmp_path, entries))).axes
+    points = [tuple(p) for c in ax.collections if hasattr(c, "get_offsets") for p in c.get_offsets()]
+    (left, right), (bottom, top) = ax.get_xlim(), ax.get_ylim()
+    assert len(points) == 9 * 3 * 4
+    assert all(left < x < right and bottom < y < top for x, y in points)
+    assert min(y for _, y in points) == pytest.approx(-0.2)  # 40% on two classes: below chance
+    shade = next(p for p in ax.patches if p.get_label().startswith("training lengths"))
+    shaded_to = shade.get_x() + shade.get_width()
+    assert all(x < shaded_to for x, y in points if x < 56) and all(x > shaded_to for x, y in points if x > 57)

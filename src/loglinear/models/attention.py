@@ -35,6 +35,7 @@ class Attention(Mixer):
 
     name, display_name = "attention", "Transformer"
     size_fields = frozenset({"attention_heads"})
+    init_fields = frozenset()
     # its one rule, every projection N(0, 0.02^2), is the authors' too: fla 0.6.0 rescales no projection there
     authors_init = "fla/models/transformer/modeling_transformer.py, TransformerPreTrainedModel._init_weights"
 

@@ -41,6 +41,7 @@ class GatedDeltaNet(LinearAttentionMixer):
 
     name, display_name = "gated_deltanet", "Gated DeltaNet"
     size_fields = LinearAttentionMixer.size_fields | {"deltanet_heads", "deltanet_key_dim"}
+    init_fields = frozenset({"dt_init_max"})  # A, the projections and the convolution keep their own rules
     authors_init = "fla/models/gated_deltanet/modeling_gated_deltanet.py, GatedDeltaNetPreTrainedModel._init_weights"
 
     def __init__(self, cfg: ModelConfig, lambda_head: LambdaHead | None = None) -> None:

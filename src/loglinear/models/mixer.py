@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from torch import Tensor, nn
 
+from loglinear.models.config import INIT_OPTIONS
 from loglinear.models.lambda_params import LambdaHead
 
 if TYPE_CHECKING:
@@ -32,6 +33,8 @@ class Mixer(nn.Module):
     transitions:  whether it has recurrent state transitions (`model.negative_eigenvalues` applies to it).
     size_fields:  the ModelConfig fields that size it and not every mixer (`state_dim` sizes Mamba-2 only):
                   a report shows `-` for them in the rows of mixers that do not read them.
+    init_fields:  the init options (`config.INIT_OPTIONS`) it reads under `init=default` (all of them unless it
+                  says otherwise): a report shows `-` for the others in its rows, as for `size_fields`.
     num_heads(cfg): how many heads it has under a ModelConfig.
     options:      a dataclass of its own options (`model.mixer_options`), typed and with defaults; None (the
                   suite's mixers): it takes none. `read_options(cfg)` gives them, checked.
@@ -50,6 +53,7 @@ class Mixer(nn.Module):
     log_linear: ClassVar[bool] = False
     transitions: ClassVar[bool] = False
     size_fields: ClassVar[frozenset[str]] = frozenset()
+    init_fields: ClassVar[frozenset[str]] = frozenset(INIT_OPTIONS)
     options: ClassVar[type | None] = None
     authors_init: ClassVar[str | None] = None
 

@@ -4,6 +4,7 @@ the secondaries under Holm), one sentence of what survives, and the differences 
 from __future__ import annotations
 
 from loglinear.reports.paired import (
+    ABOVE,
     MINUS,
     Family,
     Pairing,
@@ -50,6 +51,9 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]
                                                  f"{pct_text(report.plateau)}%)")
     lines = [PAIRED_NOTE.format(pct=pct_text(report.threshold), plateau=plateau, n=len(family.secondaries),
                                 alpha=ALPHA), ""]
+    if any(r.pairing.length is not None for r in family):
+        lines[0] += (f" The comparisons at each test length (the table above) have two tests: exact McNemar on `above` "
+                     f"(test accuracy at that length above {pct_text(report.threshold)}%) and the Wilcoxon test there.")
     lines += [primary_line(family, report.primary is not None), ""]
     lines += [f"- {comparison_line(p, family)}" for p in pairings]
     lines += ["", holm_summary(family)]
@@ -129,7 +133,7 @@ def holm_summary(family: Family) -> str:
 
 
 def length_paired_table(sweep: Sweep, by_length: list[Pairing], family: list[TestResult]) -> str:
-    """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3, solved 3 vs 3`."""
+    """Rows: each comparison in each cell; columns: test lengths; cells `+1.2 [−3.4, +5.8] 2/3, above 3 vs 3`."""
     lengths = sorted({p.length for p in by_length})  # type: ignore[type-var]
     header = ["comparison", "cell", *length_labels(sweep, lengths)]  # type: ignore[arg-type]
     rows: dict[tuple[str, str], list[str]] = {}
@@ -146,5 +150,5 @@ def _length_cell(p: Pairing) -> str:
     ci = p.interval
     interval = f" [{signed(ci.low)}, {signed(ci.high)}]" if ci else ""
     mean = ci.estimate if ci else p.diffs[0]
-    a, b, _, _ = p.outcomes("solved")
-    return f"{signed(mean)}{interval} {p.wins}/{p.n_pairs}, solved {a} vs {b}"
+    a, b, _, _ = p.outcomes(ABOVE)
+    return f"{signed(mean)}{interval} {p.wins}/{p.n_pairs}, above {a} vs {b}"

@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
+from loglinear.reports.results import HEADERS, LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.runs.folder import write_atomic
 
 ARM_KEYS = (MIXER_KEY, LAMBDA_KEY)
@@ -77,6 +77,22 @@ class Palette:
 def arm_label(row_keys: Iterable[str], row: tuple[str, ...]) -> str:
     """`Log-Linear Mamba-2 / softplus`: the row's architecture and λ (when the sweep varies it)."""
     return " / ".join(v for k, v in zip(row_keys, row, strict=True) if k in ARM_KEYS and v != "-")
+
+
+def row_label(row_keys: Iterable[str], row: tuple[str, ...], skip: Iterable[str] = ()) -> str:
+    """A legend's name of a table row: its arm, then its other keys by name, `Mamba-2 (state_dim=8)`, without the
+    keys in `skip` and those that do not apply to the row's mixer (`-` in the table: attention has no eigenvalues
+    and reads no Mamba-2 init option)."""
+    skip = set(skip)
+    rest = [f"{key_name(k)}={v}" for k, v in zip(row_keys, row, strict=True)
+            if k not in ARM_KEYS and k not in skip and v != "-"]
+    arm = arm_label(row_keys, row)
+    return f"{arm} ({', '.join(rest)})" if rest else arm
+
+
+def key_name(key: str) -> str:
+    """A row key as tables and titles name it: `eigenvalues`, `state_dim`."""
+    return HEADERS.get(key, key.rsplit(".", 1)[-1])
 
 
 def _variant(row_keys: Iterable[str], row: tuple[str, ...]) -> tuple[str, ...]:

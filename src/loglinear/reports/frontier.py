@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+from loglinear.reports.figures import row_label
 from loglinear.reports.paired import Pairing, cell_name, pair, test_score
 from loglinear.reports.results import (
     LAMBDA_KEY,
@@ -61,8 +62,9 @@ def pair_lengths(record: Record) -> dict[int, int]:
 
 
 def line_label(sweep: Sweep, row: tuple[str, ...]) -> str:
-    """The table row without its size keys: `Mamba-2` for the rows `Mamba-2 / 16` and `Mamba-2 / 112`."""
-    return " / ".join(label for key, label in zip(sweep.row_keys, row, strict=True) if key not in SIZE_KEYS)
+    """The table row without its size keys (`figures.row_label`): `Mamba-2` for the rows `Mamba-2 / 16` and
+    `Mamba-2 / 112`."""
+    return row_label(sweep.row_keys, row, skip=SIZE_KEYS)
 
 
 Point = tuple[float, list[float], list[Record], Cell]

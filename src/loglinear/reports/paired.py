@@ -10,11 +10,14 @@ confirmation seeds' runs. A seed on one side only is left out and counted.
 Each comparison has up to four tests, five with a paired-t primary (`sweeps.protocol.TESTS`, statistics in
 `statistics`):
 - solved: exact McNemar on the paired outcomes "solved" (`results.Record.solved`: the run met the threshold on
-  validation under the stopping rule; at a test length too, solved is the run's);
+  validation under the stopping rule);
 - escaped: the same for "escaped the plateau" (`results.Record.escaped`), when the spec sets a plateau threshold;
 - steps: log-rank on the steps until solved (every run of each side, censored at its end);
 - accuracy: the Wilcoxon signed-rank test of the paired differences of test accuracy (exact where it can be),
   which needs no normality: runs that either solve or stay on a plateau do not break it.
+Those three run-level events are the same at every test length, so a comparison at one test length (state
+tracking) has none of them: it tests `above` instead, exact McNemar on "test accuracy at that length above the
+threshold", and its accuracy there (`sweeps.protocol.LENGTH_TESTS`).
 Every comparison also shows Student's t interval of the mean paired difference, the effect size, and whether the
 differences look bimodal (`statistics.is_bimodal`: the interval then summarises two groups of seeds). The paired
 t is a test only as a declared primary (`accuracy_t`, for an outcome the spec declares continuous).
@@ -60,12 +63,15 @@ COLUMNS = (
     "cell", "mixer", "baseline", "equal_state", "candidates_mixer", "candidates_baseline", "n_pairs",
     "solved_mixer", "solved_baseline", "only_mixer_solved", "only_baseline_solved", "p_solved",
     "escaped_mixer", "escaped_baseline", "p_escaped", "p_steps",
+    "above_mixer", "above_baseline", "only_mixer_above", "only_baseline_above", "p_above",
     "mean_diff", "ci_low", "ci_high", "p_accuracy", "wins", "losses", "left_out",
-    "holm_solved", "holm_escaped", "holm_steps", "holm_accuracy", "primary", "p_accuracy_t", "bimodal",
+    "holm_solved", "holm_escaped", "holm_steps", "holm_above", "holm_accuracy", "primary", "p_accuracy_t", "bimodal",
 )
 MINUS = "\u2212"
 EVENTS = ("solved", "escaped")
-"""The paired binary outcomes of a comparison, in the order of `Pairing.flags`."""
+"""The paired binary outcomes of a run, in the order of `Pairing.flags`."""
+ABOVE = "above"
+"""The paired binary outcome of a comparison at one test length: test accuracy there above the threshold."""
 
 
 @dataclass
@@ -130,10 +136,13 @@ class Pairing:
         return sum(d < 0 for d in self.diffs)
 
     def outcomes(self, event: str) -> tuple[int, int, int, int]:
-        """Over the shared seeds, for `event` (solved or escaped): the runs with it on each side, then the
-        discordant pairs (only the mixer's run, only the baseline's)."""
-        index = EVENTS.index(event)
-        had = [(a[index], b[index]) for a, b in self.flags.values()]
+        """Over the shared seeds, for `event` (solved, escaped, or above: the compared score above the threshold):
+        the runs with it on each side, then the discordant pairs (only the mixer's run, only the baseline's)."""
+        if event == ABOVE:
+            had = [(a > self.threshold, b > self.threshold) for a, b in self.pairs.values()]
+        else:
+            index = EVENTS.index(event)
+            had = [(a[index], b[index]) for a, b in self.flags.values()]
         return (sum(a for a, _ in had), sum(b for _, b in had),
                 sum(a and not b for a, b in had), sum(b and not a for a, b in had))
 
@@ -142,12 +151,16 @@ class Pairing:
         (`accuracy_t`), which is tested only as the declared primary."""
         if self.reason is not None:
             return {}
-        found = {"solved": mcnemar_exact(*self.outcomes("solved")[2:])}
-        if self.plateau is not None:
-            found["escaped"] = mcnemar_exact(*self.outcomes("escaped")[2:])
-        steps = logrank(*self.passages) if self.length is None else None
-        if steps is not None:
-            found["steps"] = steps
+        found = {}
+        if self.length is not None:
+            found[ABOVE] = mcnemar_exact(*self.outcomes(ABOVE)[2:])
+        else:
+            found["solved"] = mcnemar_exact(*self.outcomes("solved")[2:])
+            if self.plateau is not None:
+                found["escaped"] = mcnemar_exact(*self.outcomes("escaped")[2:])
+            steps = logrank(*self.passages)
+            if steps is not None:
+                found["steps"] = steps
         ranks = self.rank_test
         if ranks is not None:
             found["accuracy"] = ranks.p
@@ -167,19 +180,22 @@ class Pairing:
         ci = self.interval
         solved = self.outcomes("solved")
         escaped = self.outcomes("escaped") if self.plateau is not None else (None, None)
+        above = self.outcomes(ABOVE) if self.length is not None else (None,) * 4
         row = {
             "cell": self.cell, "mixer": self.mixer, "baseline": self.baseline, "equal_state": self.equal_state,
             "candidates_mixer": self.candidates[0],
             "candidates_baseline": self.candidates[1], "n_pairs": self.n_pairs,
             "solved_mixer": solved[0], "solved_baseline": solved[1], "only_mixer_solved": solved[2],
             "only_baseline_solved": solved[3], "escaped_mixer": escaped[0], "escaped_baseline": escaped[1],
+            "above_mixer": above[0], "above_baseline": above[1], "only_mixer_above": above[2],
+            "only_baseline_above": above[3],
             "mean_diff": _round(ci.estimate if ci else (self.diffs[0] if self.diffs else None)),
             "ci_low": _round(ci and ci.low), "ci_high": _round(ci and ci.high),
             "wins": self.wins, "losses": self.losses, "left_out": len(self.left_out),
             "primary": next((r.test for r in mine.values() if r.primary), None),
             "p_accuracy_t": _round(ci and ci.p), "bimodal": self.bimodal,
         }
-        for test in ("solved", "escaped", "steps", "accuracy"):
+        for test in ("solved", "escaped", "steps", ABOVE, "accuracy"):
             row[f"p_{test}"] = _round(tests.get(test))
             row[f"holm_{test}"] = _round(mine[test].adjusted) if test in mine else None  # the primary: none
         return row

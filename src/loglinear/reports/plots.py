@@ -23,7 +23,9 @@ from loglinear.reports.figures import (
     arm_label,
     counts_text,
     finish,
+    key_name,
     panels,
+    row_label,
     run_solved,
     save_figure,
     seed_points,
@@ -46,12 +48,16 @@ KM_NUDGE = 0.04
 """How far apart (in survival fraction) the outermost of a panel's Kaplan-Meier curves are drawn, so that curves
 that coincide (every run censored at the budget) stay visible side by side."""
 FRONTIER_SLOT = 0.12
-"""The frontier's dodge: each line's slot around a shared state size, in powers of 2 (many arms share one, and
-state sizes are not an octave apart: no bound)."""
+"""The frontier's dodge: each line's slot around its state size, in powers of 2, among the lines of its cluster
+(`state_clusters`): a line alone at its state size is drawn there."""
+CLUSTER_GAP = 1.0
+"""State sizes less than this many powers of 2 apart are dodged together (their seeds would overlap otherwise)."""
 STATE_MARK = "| on the x axis: a state size (the points around it are dodged sideways)"
 LR_SLOT = 0.1
 """`acc_vs_lr`'s dodge per arm, in powers of 2, up to `LR_SPREAD`: a grid's rates are 1.7 octaves apart."""
 LR_SPREAD = 1.4
+DODGE_MARGIN = 0.15
+"""Room (in powers of 2) between an axis' edge and the outermost dodged seed of its first or last group."""
 
 
 def write_plots(sweep: Sweep, out: Path, palette: Palette | None = None) -> tuple[list[Path], dict[str, str]]:
@@ -75,7 +81,7 @@ def acc_vs_d_model(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     styles = {}
     for (row, d_model), cell in sorted(sweep.cells().items(), key=lambda item: item[0][1]):  # type: ignore[index]
         if cell.values:
-            label = " / ".join(row)
+            label = row_label(sweep.row_keys, row)
             styles[label] = palette.style(row)
             series.setdefault(label, []).append(_cell_group(cell, float(d_model), report))
     if not series:
@@ -107,7 +113,7 @@ def acc_vs_seq_len(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         if not groups:
             continue
         panel = (runs[0].task, d_model)
-        label = " / ".join(row)
+        label = row_label(sweep.row_keys, row)
         styles[label] = palette.style(row)
         panel_series.setdefault(panel, {})[label] = groups
         lengths = training_lengths(runs[0])
@@ -120,16 +126,29 @@ def acc_vs_seq_len(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         seed_points(ax, series, styles)
         tested = sorted({g.x for groups in series.values() for g in groups})
         _log2_axis(ax, tested, "test sequence length")
+        reach = spread_for(len(series)) / 2 + DODGE_MARGIN  # every dodged seed inside, with a margin
+        left, right = tested[0] / 2**reach, tested[-1] * 2**reach
+        ax.set_xlim(left, right)
         if panel in trained:
             low, high = trained[panel]
-            left, right = tested[0] / 2**0.25, tested[-1] * 2**0.25  # the tested lengths, a little margin each side
-            ax.set_xlim(left, right)
-            ax.axvspan(max(low, left), high, color="gray", alpha=0.15, label=f"training lengths {low}-{high}")
+            ax.axvspan(max(low, left), _shade_end(tested, high), color="gray", alpha=0.15,
+                       label=f"training lengths {low}-{high}")
         ax.axhline(0.0, color="gray", linewidth=0.8)
         ax.set_title(f"{panel[0]}, d_model {panel[1]} (each seed)")
         ax.set_ylabel("scaled accuracy (chance 0, perfect 1)")
-        ax.set_ylim(-0.1, 1.05)
+        lowest = min(v for groups in series.values() for g in groups for v in g.values)
+        ax.set_ylim(min(-0.1, lowest - 0.05), 1.05)
     return finish(fig, axes, solved_key(None)[:1])
+
+
+def _shade_end(tested: list[float], high: float) -> float:
+    """Where the training range's shading ends: past the dodged seeds of the longest tested length inside it (halfway
+    to the next tested length, in octaves), so a group is shaded whole or not at all; `high` itself otherwise."""
+    inside = [n for n in tested if n <= high]
+    beyond = [n for n in tested if n > high]
+    if not inside or inside[-1] != high or not beyond:
+        return high
+    return math.sqrt(high * beyond[0])
 
 
 def acc_vs_lr(sweep: Sweep, palette: Palette | None = None) -> Drawing:
@@ -226,7 +245,9 @@ def kaplan_meier_plot(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         ax.set_xlabel("training steps")
         ax.set_ylabel(f"fraction not yet above {100 * threshold:g}% (validation)")
         ax.set_ylim(-0.08, 1.08)
-        ax.legend(fontsize="small", loc="lower left", title="arm (reached/runs)", title_fontsize="small")
+        # below the panel: inside it, the legend would hide the curves that fall to 0
+        ax.legend(fontsize="small", loc="upper center", bbox_to_anchor=(0.5, -0.22), title="arm (reached/runs)",
+                  title_fontsize="small")
     fig.text(0.5, 0.0, f"curves nudged apart vertically, at most {KM_NUDGE:g} between the outermost of a panel, "
              "so coinciding curves stay visible; |: censored run; shaded: 95% interval", ha="center", va="top",
              fontsize="small")
@@ -239,9 +260,10 @@ def _at(curve, steps: float) -> float:
 
 
 def _panel_name(sweep: Sweep, record: Record) -> str:
-    keys = [(k, v) for k, v in zip(sweep.row_keys, record.row, strict=True) if k not in (MIXER_KEY, LAMBDA_KEY)]
+    keys = [(k, v) for k, v in zip(sweep.row_keys, record.row, strict=True)
+            if k not in (MIXER_KEY, LAMBDA_KEY) and v != "-"]  # a key the panel's mixers do not read: not named
     lines: list[str] = []
-    for part in [*(f"{k.rsplit('.', 1)[-1]}={v}" for k, v in keys), f"d_model {record.d_model}"]:
+    for part in [*(f"{key_name(k)}={v}" for k, v in keys), f"d_model {record.d_model}"]:
         if lines and len(lines[-1]) + 2 + len(part) <= TITLE_WIDTH:
             lines[-1] += f", {part}"
         else:
@@ -269,8 +291,11 @@ def mqar_frontier(sweep: Sweep, palette: Palette | None = None) -> Drawing:
                                 counts_text(cell, report.threshold, report.plateau) if panel == "all" else None)
                           for state, accuracies, runs, cell in points]
                   for label, (_, points) in lines.items()}
-        seed_points(ax, groups, styles, spread_for(len(groups), FRONTIER_SLOT, math.inf))
         states = sorted({g.x for series_groups in groups.values() for g in series_groups})
+        for cluster in state_clusters(states):
+            near = {label: [g for g in line if g.x in cluster] for label, line in groups.items()}
+            near = {label: line for label, line in near.items() if line}
+            seed_points(ax, near, styles, spread_for(len(near), FRONTIER_SLOT, CLUSTER_GAP))
         ax.plot(states, [0] * len(states), linestyle="none", marker="|", markersize=12, color="gray", label=STATE_MARK)
         ax.set_xscale("log")
         ax.set_xlabel("state size (numbers per sequence, all layers)")
@@ -279,6 +304,17 @@ def mqar_frontier(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         where = "all test sets (state at the longest)" if panel == "all" else f"{panel} (state at its length)"
         ax.set_title(f"{where}; each seed, dodged", pad=COUNTS_PAD if panel == "all" else 6)
     return finish(fig, axes, solved_key(report.plateau))
+
+
+def state_clusters(states: list[float]) -> list[set[float]]:
+    """The sorted state sizes in runs whose neighbours are less than `CLUSTER_GAP` powers of 2 apart."""
+    clusters: list[set[float]] = []
+    for state in states:
+        if clusters and math.log2(state / max(clusters[-1])) < CLUSTER_GAP:
+            clusters[-1].add(state)
+        else:
+            clusters.append({state})
+    return clusters
 
 
 def _slice_plot(sweep: Sweep, palette: Palette, prefix: str, xlabel: str, missing: str) -> Drawing:
@@ -290,7 +326,7 @@ def _slice_plot(sweep: Sweep, palette: Palette, prefix: str, xlabel: str, missin
         groups = _slice_groups(runs, prefix, sweep.report.threshold, lambda a, _: 100 * a)
         if not groups:
             continue
-        label = " / ".join(row)
+        label = row_label(sweep.row_keys, row)
         styles[label] = palette.style(row)
         panel_series.setdefault((runs[0].task, d_model), {})[label] = groups
     if not panel_series:

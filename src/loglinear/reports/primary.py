@@ -7,7 +7,7 @@ from scipy import stats
 
 from loglinear.reports.paired import Family, TestResult, p_text, signed
 from loglinear.reports.statistics import ALPHA, logrank_test
-from loglinear.sweeps.protocol import TEST_NAMES
+from loglinear.sweeps.protocol import RATE_TESTS, TEST_NAMES
 
 
 def primary_line(family: Family, declared: bool) -> str:
@@ -33,7 +33,7 @@ def primary_line(family: Family, declared: bool) -> str:
 def statistic_text(result: TestResult) -> str:
     """What the test computed from the runs: the discordant pairs, the log-rank z, the signed ranks or Student's t."""
     pairing = result.pairing
-    if result.test in ("solved", "escaped"):
+    if result.test in RATE_TESTS:
         _, _, only_mixer, only_baseline = pairing.outcomes(result.test)
         return f"discordant pairs {only_mixer} vs {only_baseline} of {pairing.n_pairs}"
     if result.test == "steps":

@@ -107,9 +107,12 @@ PAIRS_NOTE = (
 
 LENGTH_PAIRED_NOTE = (
     "Mixer − baseline test accuracy at each test length in percentage points, mean over the shared seeds with the "
-    "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `solved a vs b`: runs "
-    "solved on each side (the run's, the same at every length); `*`: a test of that comparison is significant (the "
-    "primary alone, a secondary after Holm; which one, and every p-value: paired_by_length.csv)."
+    "paired Student-t 95% interval; `k/n`: the mixer was better on k of the n shared seeds; `above a vs b`: runs "
+    "whose test accuracy at that length is above {pct}% on each side. At each length two tests: exact McNemar on "
+    "`above` and the Wilcoxon signed-rank test of the differences; solved, escaped and the steps are the run's, "
+    "the same at every length, so they are tested once, in the paired comparisons below. `*`: a test of that "
+    "comparison is significant (the primary alone, a secondary after Holm; which one, and every p-value: "
+    "paired_by_length.csv)."
 )
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
+from loglinear.models.config import INIT_OPTIONS
 from loglinear.reports.statistics import Event
 from loglinear.runs.config import GROUPS, SOLVED, ConfigError
 from loglinear.runs.folder import FINISHED, read_result
@@ -360,8 +361,9 @@ def _label(key: str, record: Record) -> str:
     if key == LAMBDA_KEY and not is_log_linear(record.mixer):
         return "-"
     group, _, field = key.partition(".")
-    if group == "model" and field in SIZED_BY_SOME and record.mixer in MIXERS \
-            and field not in MIXERS[record.mixer].size_fields:
+    if group == "model" and record.mixer in MIXERS and (
+            (field in SIZED_BY_SOME and field not in MIXERS[record.mixer].size_fields)
+            or (field in INIT_OPTIONS and field not in MIXERS[record.mixer].init_fields)):
         return "-"
     if group == "model" and value is None:  # an optional size left to the mixer's own rule
         return "default"

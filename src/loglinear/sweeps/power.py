@@ -187,5 +187,6 @@ def signed_rank_power(standardized: float, n: int) -> float:
 
 def effect_text(test: str, effect: Effect) -> str:
     if test in RATE_TESTS:
-        return f"solve rates {effect.mixer:g} vs {effect.baseline:g}"
+        rates = "rates above the threshold" if test == "above" else "solve rates"
+        return f"{rates} {effect.mixer:g} vs {effect.baseline:g}"
     return f"a paired difference of {effect.standardized:g} standard deviations"

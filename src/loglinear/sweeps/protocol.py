@@ -8,13 +8,16 @@
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
         test: solved                 # solved, escaped (McNemar), steps (log-rank), accuracy (Wilcoxon
-                                     # signed-rank) or accuracy_t (paired t: only with outcome: continuous)
+                                     # signed-rank), accuracy_t (paired t: only with outcome: continuous) or
+                                     # above (McNemar on test accuracy above the threshold at `length`)
         outcome: continuous          # optional: declares test accuracy a continuous outcome (accuracy_t needs it)
         cell: d_model=16             # the report's cell name, needed when the sweep has several cells
-        length: 160                  # state tracking: the comparison at one test length
-        effect: {mixer: 0.9, baseline: 0.3}   # optional: what the design must detect (solve rates for solved
-                                              # and escaped, {standardized: 1.0} for accuracy and accuracy_t:
-                                              # normal paired differences shifted by 1 sd); its power is printed
+        length: 160                  # state tracking: the comparison at one test length (accuracy,
+                                     # accuracy_t and above; solved, escaped and steps are the run's)
+        effect: {mixer: 0.9, baseline: 0.3}   # optional: what the design must detect (rates of the event
+                                              # for solved, escaped and above, {standardized: 1.0} for accuracy
+                                              # and accuracy_t: normal paired differences shifted by 1 sd); its
+                                              # power is printed
     protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
       selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
       confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
@@ -38,13 +41,19 @@ from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.runs.config import SOLVED, ConfigError
 
-TESTS = ("solved", "escaped", "steps", "accuracy", "accuracy_t")
+TESTS = ("solved", "escaped", "steps", "accuracy", "accuracy_t", "above")
 """What a comparison tests: solved and escaped (exact McNemar on paired outcomes), steps (log-rank on the steps
 to the threshold), accuracy (Wilcoxon signed-rank on the paired test accuracies), accuracy_t (paired t on them: a
-primary only, for an outcome the spec declares continuous)."""
+primary only, for an outcome the spec declares continuous), above (exact McNemar on "test accuracy above the
+threshold at one test length")."""
 TEST_NAMES = {"solved": "exact McNemar on solved", "escaped": "exact McNemar on escaped",
               "steps": "log-rank on the steps to the threshold", "accuracy": "Wilcoxon signed-rank on test accuracy",
-              "accuracy_t": "paired t on test accuracy"}
+              "accuracy_t": "paired t on test accuracy",
+              "above": "exact McNemar on above (test accuracy above the threshold at the length)"}
+RUN_TESTS = ("solved", "escaped", "steps")
+"""The tests of a run's own events (on validation): the same at every test length, so never tested at one."""
+LENGTH_TESTS = ("above", "accuracy", "accuracy_t")
+"""The tests a comparison at one test length has (above only there: it needs a length)."""
 SHIFT_TESTS = ("accuracy", "accuracy_t")
 """The tests of paired accuracy differences, whose effect is a standardized shift."""
 OUTCOMES = ("continuous",)
@@ -52,7 +61,7 @@ OUTCOMES = ("continuous",)
 MIN_SELECTION_SEEDS = 4
 """Fewer selection seeds are refused unless the protocol opts out: a mean of two runs of a bimodal outcome picks
 a learning rate by which seeds happened to learn (docs/reports.md, "Selection stability")."""
-RATE_TESTS = ("solved", "escaped")
+RATE_TESTS = ("solved", "escaped", "above")
 """The tests of paired binary outcomes (exact McNemar), whose effect is a pair of solve rates."""
 ALPHA = 0.05
 """The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
@@ -89,6 +98,13 @@ class Primary:
             raise ConfigError(f"primary.test must be one of {', '.join(TESTS)}, got {self.test!r}")
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise ConfigError(f"primary.outcome must be one of {', '.join(OUTCOMES)}, got {self.outcome!r}")
+        if self.length is not None and self.test in RUN_TESTS:
+            raise ConfigError(f"primary.test {self.test} is the run's (on validation), the same at every test length: "
+                              f"at length {self.length} test one of {', '.join(LENGTH_TESTS)} (above: test accuracy "
+                              "above the threshold there), or leave length out")
+        if self.length is None and self.test == "above":
+            raise ConfigError("primary.test above (test accuracy above the threshold at one test length) needs "
+                              "primary.length")
         if self.test == "accuracy_t" and self.outcome != "continuous":
             raise ConfigError("primary.test accuracy_t (paired t) needs primary.outcome: continuous, declared before "
                               "the runs; for accuracy that runs either reach or not, use test: accuracy (Wilcoxon)")
