@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from loglinear.kernels import LogLinearState, log_linear_attn, num_levels
-from loglinear.kernels.level_gather import gather_levels
+from loglinear.kernels.level_gather import gather_levels, sum_per_level
 
 
 @settings(deadline=None, max_examples=25)
@@ -27,6 +27,17 @@ def test_gather_levels_matches_torch_gather_forward_and_gradient(lead, levels, m
     (d_theirs,) = torch.autograd.grad(theirs, lam, grad)
     assert torch.equal(ours, theirs)
     torch.testing.assert_close(d_ours, d_theirs, rtol=1e-12, atol=1e-12)
+
+
+@settings(deadline=None, max_examples=25)
+@given(lead=st.lists(st.integers(1, 4), min_size=1, max_size=3), levels=st.integers(1, 6), m=st.integers(1, 9),
+       seed=st.integers(0, 2**16))
+def test_the_cuda_backward_sums_per_level_what_scatter_add_sums(lead, levels, m, seed):
+    gen = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, levels, (*lead, m), generator=gen)
+    grad = torch.randn(*lead, m, generator=gen, dtype=torch.float64)
+    expected = torch.zeros(*lead, levels, dtype=torch.float64).scatter_add_(-1, index, grad)
+    torch.testing.assert_close(sum_per_level(grad, index, levels), expected, rtol=1e-12, atol=1e-12)
 
 
 def test_gather_levels_refuses_an_index_of_other_leading_shape():

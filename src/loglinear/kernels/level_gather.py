@@ -3,8 +3,8 @@
 torch.gather's backward adds the incoming gradient into lam with scatter_add, which on CUDA adds with
 atomics: where many entries read the same level (every slot pair at one Fenwick level, every state bucket
 clamped to the top level), the order of those additions, and so the float32 rounding of the gradient,
-changes from call to call. Here the backward sums per level instead: one reduction per level, in a fixed
-order.
+changes from call to call. Here the backward on CUDA sums per level instead: one reduction per level, in a
+fixed order; on the CPU, where scatter_add adds in order, it keeps scatter_add (the faster one there).
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ class _LevelGather(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: Tensor):
         (index,) = ctx.saved_tensors
-        per_level = [torch.where(index == level, grad, 0).sum(-1) for level in range(ctx.levels)]
-        return torch.stack(per_level, -1), None
+        if not grad.is_cuda:  # scatter_add adds in a fixed order on the CPU, and 1.3-1.5 times faster there
+            return grad.new_zeros(*index.shape[:-1], ctx.levels).scatter_add_(-1, index, grad), None
+        return sum_per_level(grad, index, ctx.levels), None
+
+
+def sum_per_level(grad: Tensor, index: Tensor, levels: int) -> Tensor:
+    """zeros(..., levels).scatter_add(-1, index, grad), as one reduction per level in a fixed order."""
+    return torch.stack([torch.where(index == level, grad, 0).sum(-1) for level in range(levels)], -1)
 
 
 def gather_levels(lam: Tensor, index: Tensor) -> Tensor:
