@@ -4,6 +4,7 @@ pinned to its case and the next case still runs. With `--sanitizer` (and `comput
 child runs under its memory checker, which names the kernel and the address of a bad access.
 
     python3 -m benchmarks.fault_probe                      # CUDA: every case at T=1024, a table of outcomes
+    python3 -m benchmarks.fault_probe --sanitize-failures  # then each failing case again under compute-sanitizer
     python3 -m benchmarks.fault_probe --sanitizer --T 256  # each case under compute-sanitizer (slow)
     python3 -m benchmarks.fault_probe --case mamba2 paper bf16 backward --T 1024   # one case, in this process
 """
@@ -17,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 VARIANTS = ("mamba2", "gdn")
 SHAPE_NAMES = ("paper", "mqar")
@@ -61,10 +63,27 @@ def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool) -> tuple[str
     return outcome, time.monotonic() - started, " / ".join(line.strip() for line in text[-6:])
 
 
+def sanitizer_report(case: tuple[str, str, str, str], T: int) -> str:
+    """compute-sanitizer memcheck's first errors for one case (the kernel and the address of a bad access)."""
+    argv = ["compute-sanitizer", "--tool", "memcheck", "--print-limit", "3", "--error-exitcode", "99",
+            sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T)]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
+                              env=dict(os.environ, CUDA_LAUNCH_BLOCKING="1"))
+    except subprocess.TimeoutExpired:
+        return f"compute-sanitizer did not finish in {CHILD_TIMEOUT_S} s"
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("=========")]
+    return f"exit {done.returncode}\n" + "\n".join(lines[:40])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--T", type=int, default=1024, help="tokens per sequence (default 1024)")
     parser.add_argument("--sanitizer", action="store_true", help="run each case under compute-sanitizer memcheck")
+    parser.add_argument("--sanitize-failures", action="store_true",
+                        help="after the table, run each failing case again under compute-sanitizer memcheck")
+    parser.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1),
+                        help="cases at a time, each its own process (default: min(8, cores)); compiling dominates")
     parser.add_argument("--case", nargs=4, metavar=("VARIANT", "SHAPE", "DTYPE", "PASSES"),
                         help=f"one case in this process: {VARIANTS} {SHAPE_NAMES} {DTYPES} {PASSES}")
     args = parser.parse_args()
@@ -75,13 +94,23 @@ def main() -> None:
                 parser.error(f"--case: {value!r} is not one of {', '.join(valid)}")
         run_case(variant, shape_name, dtype_name, passes, args.T)
         return
-    if args.sanitizer and shutil.which("compute-sanitizer") is None:
-        parser.error("--sanitizer: compute-sanitizer is not on the PATH")
-    print(f"T={args.T}{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be >= 1, got {args.jobs}")
+    if (args.sanitizer or args.sanitize_failures) and shutil.which("compute-sanitizer") is None:
+        parser.error("--sanitizer/--sanitize-failures: compute-sanitizer is not on the PATH")
+    print(f"T={args.T}{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process, "
+          f"{args.jobs} at a time")
     print("| variant | shape | dtype | passes | outcome | s | last lines |\n|---|---|---|---|---|---|---|", flush=True)
-    for case in itertools.product(VARIANTS, SHAPE_NAMES, DTYPES, PASSES):
-        outcome, seconds, tail = probe(case, args.T, args.sanitizer)
-        print(f"| {' | '.join(case)} | {outcome} | {seconds:.0f} | {tail if outcome != 'ok' else ''} |", flush=True)
+    cases = list(itertools.product(VARIANTS, SHAPE_NAMES, DTYPES, PASSES))
+    failing = []
+    with ThreadPoolExecutor(args.jobs) as pool:
+        for case, (outcome, seconds, tail) in zip(cases, pool.map(lambda c: probe(c, args.T, args.sanitizer), cases)):
+            print(f"| {' | '.join(case)} | {outcome} | {seconds:.0f} | {tail if outcome != 'ok' else ''} |", flush=True)
+            if outcome != "ok":
+                failing.append(case)
+    if args.sanitize_failures:
+        for case in failing:
+            print(f"\n{' '.join(case)} under compute-sanitizer memcheck:\n{sanitizer_report(case, args.T)}", flush=True)
 
 
 if __name__ == "__main__":

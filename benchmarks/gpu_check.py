@@ -5,9 +5,10 @@
     python -m benchmarks.gpu_check --time-limit 900 --logs DIR
 
 Steps, each a child process of this one (its output in the logs folder), one after another, most telling first:
-1. `loglinear doctor`: versions, devices, the fused kernels' self-check (its verdicts stored for later runs);
-2. the fault probe (benchmarks/fault_probe.py): one call of the fused kernels per variant, shape, dtype and
-   pass at 1,024 tokens, each in a process of its own, so that a fault is pinned to its case;
+1. the fault probe (benchmarks/fault_probe.py): one call of the fused kernels per variant, shape, dtype and
+   pass at 1,024 tokens, each in a process of its own, so that a fault is pinned to its case (and each failing
+   case again under compute-sanitizer memcheck where it is on the PATH);
+2. `loglinear doctor`: versions, devices, the fused kernels' self-check (its verdicts stored for later runs);
 3. the determinism probe (benchmarks/determinism.py): each fused kernel, forward and backward, both variants,
    fp32 and bf16, four calls on identical inputs; the largest difference between calls per output;
 4. the GPU tests, `pytest -m gpu` (with pytest-xdist: one worker per core), their summary and every failure;
@@ -35,6 +36,7 @@ import datetime
 import importlib.metadata
 import importlib.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,13 +72,14 @@ class Outcome:
 def plan(logs: Path, train_steps: int = TRAIN_STEPS) -> list[Step]:
     py = [sys.executable, "-m"]
     workers = ["-n", str(os.cpu_count() or 1)] if importlib.util.find_spec("xdist") else []
+    sanitize = ["--sanitize-failures"] if shutil.which("compute-sanitizer") else []
     steps = [
+        Step("fault probe", [*py, "benchmarks.fault_probe", "--T", "1024", *sanitize], cap_s=150),
         Step("doctor", [*py, "loglinear", "doctor"], cap_s=150),
-        Step("fault probe", [*py, "benchmarks.fault_probe", "--T", "1024"], cap_s=150),
         Step("determinism probe", [*py, "benchmarks.determinism", "--json", str(logs / "determinism.json")], cap_s=60),
-        Step("GPU tests", [*py, "pytest", "-m", "gpu", "-q", "-rfE", *workers, "tests"], cap_s=240),
+        Step("GPU tests", [*py, "pytest", "-m", "gpu", "-q", "-rfE", *workers, "tests"], cap_s=200),
         Step("kernel benchmark", [*py, "benchmarks.kernels", "--variant", "all", "--shape", "all",
-                                  "--json", str(logs / "kernels.json")], cap_s=200),
+                                  "--json", str(logs / "kernels.json")], cap_s=150),
     ]
     for compiled in (False, True):
         for d in D_MODELS:

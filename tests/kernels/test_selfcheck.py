@@ -278,3 +278,29 @@ def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_run(monkeypatch,
     monkeypatch.setenv(CACHE_ENV, str(blocker / "cache"))  # under a file: cannot be created
     with pytest.warns(SelfCheckWarning, match="could not be stored"):
         assert verdict(CPU, torch.float32).status == "passed"
+
+
+def test_a_case_a_known_fault_refuses_is_not_run_so_its_fault_cannot_fail_the_other_variant(monkeypatch):
+    """Where only the delta rule in bfloat16 is refused by version, the bfloat16 check runs Mamba-2's cases alone
+    (an H200 once failed the whole bfloat16 check on a delta-rule case no call would run)."""
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.6.0", "loglinear": None})
+    real_known_fault = selfcheck.known_fault
+    monkeypatch.setattr(selfcheck, "known_fault", lambda capability, triton, variant, dtype: (
+        real_known_fault(capability, triton, variant, dtype) if variant is Variant.DELTA_RULE else None))
+    ran: list[tuple[bool, torch.dtype]] = []
+
+    def compare(case, seed, device, dtype):
+        ran.append((case.delta, dtype))
+        return "a fault" if case.delta and dtype == torch.bfloat16 else []
+
+    monkeypatch.setattr(selfcheck, "_compare", compare)
+    assert run_check(cuda, torch.bfloat16).failure is None
+    assert sorted(set(ran), key=str) == sorted({(False, torch.float32), (True, torch.float32),
+                                                (False, torch.bfloat16)}, key=str)
+    assert not selfcheck.refused_by_version(cuda, CASES[1], torch.float32)
+    assert selfcheck.refused_by_version(cuda, CASES[1], torch.bfloat16)
+    assert not selfcheck.refused_by_version(CPU, CASES[1], torch.bfloat16)
+    monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.7.1", "loglinear": None})
+    assert not selfcheck.refused_by_version(cuda, CASES[1], torch.bfloat16)

@@ -29,7 +29,10 @@ def test_head_dims_beyond_the_limits_are_named():
     ((9, 0), "3.9.0", DELTA, torch.bfloat16, False),
     ((9, 0), "3.3.1", DELTA, torch.bfloat16, False),
     ((9, 0), "3.6.0", DELTA, torch.float32, False),  # float32 dots are not tf32: right on the H100
-    ((9, 0), "3.6.0", SCALAR, torch.bfloat16, False),
+    ((9, 0), "3.6.0", SCALAR, torch.bfloat16, True),
+    ((9, 0), "3.6.0", SCALAR, torch.float32, False),
+    ((9, 0), "3.7.1", SCALAR, torch.bfloat16, False),
+    ((8, 0), "3.6.0", SCALAR, torch.bfloat16, False),
     ((8, 0), "3.6.0", DELTA, torch.bfloat16, False),
     ((9, 0), None, DELTA, torch.bfloat16, False),
 ])

@@ -57,6 +57,11 @@ KNOWN_FAULTS = (
                "the delta rule's backward gave wrong dk, dg and dbeta on an H100 with Triton 3.6 (relative errors "
                "0.17, 0.19, 0.57; dq, dv and float32 right), the miscompiled transpose of a dot result that "
                "flash-linear-attention met on Hopper before Triton 3.7.1"),
+    KnownFault(9, (3, 4), (3, 7, 1), Variant.SCALAR_DECAY, (torch.bfloat16, torch.float16),
+               "Mamba-2's forward in bfloat16 on an H200 with Triton 3.6.0 gave an o that differed between two "
+               "identical calls and, at T=2048, K=64, V=128, one q/k head, lam and an initial state, an element "
+               "off by 0.24 (relative) from chunk; float32, whose dots are not tf32, gave the same bits every call "
+               "and right values; the cause is not established, the versions are the delta rule's fault's"),
 )
 
 
