@@ -104,7 +104,8 @@ def main() -> None:
     cases = list(itertools.product(VARIANTS, SHAPE_NAMES, DTYPES, PASSES))
     failing = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        for case, (outcome, seconds, tail) in zip(cases, pool.map(lambda c: probe(c, args.T, args.sanitizer), cases)):
+        outcomes = pool.map(lambda c: probe(c, args.T, args.sanitizer), cases)
+        for case, (outcome, seconds, tail) in zip(cases, outcomes, strict=True):
             print(f"| {' | '.join(case)} | {outcome} | {seconds:.0f} | {tail if outcome != 'ok' else ''} |", flush=True)
             if outcome != "ok":
                 failing.append(case)
