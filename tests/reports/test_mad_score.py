@@ -62,3 +62,16 @@ def test_per_task_accuracy_pools_the_tasks_settings_and_the_solve_rate_has_a_wil
 def test_a_spec_that_does_not_ask_gets_no_mad_score(tmp_path):
     table = write_report(mad_sweep(tmp_path)).table
     assert "## MAD score" not in table and "## MAD's tasks" not in table
+
+
+def test_an_accuracy_interval_over_few_seeds_is_cut_at_0_and_100_percent():
+    from types import SimpleNamespace
+
+    from loglinear.reports.mad_score import accuracy_text
+
+    def cell(*scores):
+        return SimpleNamespace(runs=[SimpleNamespace(seed=s, test_score=v) for s, v in enumerate(scores)])
+
+    # two seeds at 2% and 60%: t(0.975, 1) = 12.7 makes the interval about [-3.65, 3.99] before the cut
+    assert accuracy_text([cell(0.02, 0.6)]) == "31.0 [0.0, 100.0] (2 seeds)"
+    assert accuracy_text([cell(0.5, 0.6, 0.7)]) == "60.0 [35.2, 84.8] (3 seeds)"

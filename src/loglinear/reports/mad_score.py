@@ -28,7 +28,8 @@ from loglinear.reports.tables import column_header, markdown_table
 NOTE = ("Per task: the accuracy is the mean test accuracy over the task's settings and seeds [95% t interval over "
         "seeds of each seed's mean over the settings]; the solve rate pools the runs of the task's settings "
         "[95% Wilson interval]. The MAD score is the mean over every setting of the selected configuration's test "
-        "accuracy (Poli et al. 2024), per seed, then over seeds [95% t interval]. MAD picks the best of six "
+        "accuracy (Poli et al. 2024), per seed, then over seeds [95% t interval]. A t interval is cut at 0 and "
+        "100%, the bounds of an accuracy. MAD picks the best of six "
         "optimiser settings on one seed by test accuracy; here each cell's learning rate is picked on validation "
         "as the protocol above says. A seed counts only where every setting averaged has its test accuracy.")
 
@@ -77,7 +78,8 @@ def accuracy_text(cells: Sequence[Cell]) -> str:
         return "-"
     interval = t_interval(means)
     mean = sum(means) / len(means)
-    bounds = "" if interval is None else f" [{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
+    # an accuracy lies in [0, 1]; a t interval over few seeds can reach past either end
+    bounds = "" if interval is None else f" [{100 * max(interval.low, 0.0):.1f}, {100 * min(interval.high, 1.0):.1f}]"
     return f"{100 * mean:.1f}{bounds} ({len(means)} seed{'s' if len(means) != 1 else ''})"
 
 
