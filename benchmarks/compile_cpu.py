@@ -59,8 +59,8 @@ def main() -> None:
         f"{args.threads} threads, eager and with each block compiled as `train.compile=true` does (C++ compiler "
         f"{cpp_compiler()}). Speed-up = eager step time / compiled step time, in wall and in CPU time of the "
         f"process. glibc keeps freed memory: {freed}. Load average of the machine before/after: "
-        f"{load_before}/{load_average()}; {minutes:.1f} min in all, compilation included. The machine was shared "
-        f"with other work while measuring: the ratios are indicative.\n\n"
+        f"{load_before}/{load_average()}; {minutes:.1f} min in all, compilation included. {machine_note(load_before)}"
+        f"\n\n"
         + markdown_table(["T", "mixer", "steps/s eager", "steps/s compiled", "speed-up (wall)", "speed-up (CPU time)"],
                          rows)
     )
@@ -68,6 +68,15 @@ def main() -> None:
     if not args.quick:
         write_section(SECTION, body)
         print(f"wrote section {SECTION!r} of benchmarks/RESULTS.md")
+
+
+def machine_note(load_before: str) -> str:
+    """Whether other work shared the machine when the measurement started (a load average of a core or more)."""
+    if load_before == "?":
+        return "The machine's load is unknown: the ratios are indicative."
+    if float(load_before) >= 1.0:
+        return "Other work shared the machine when it started: the ratios are indicative."
+    return "The machine was otherwise idle when it started (load below one core)."
 
 
 if __name__ == "__main__":
