@@ -307,18 +307,27 @@ def resolve(user: DictConfig) -> RunConfig:
     return build(typed(user), given_model_keys(user))
 
 
-def typed(user: DictConfig) -> dict[str, Any]:
+def typed(user: DictConfig, require: bool = True) -> dict[str, Any]:
     """`user` merged into `RunConfig`'s defaults as plain containers: unknown keys and values of the wrong
-    type are refused here, values out of range by `build`."""
+    type are refused here, values out of range by `build`. `require=False` leaves a required key that is
+    missing as "???" (a part of a run's keys, completed by others; `check_required` on the whole)."""
     try:
         merged = OmegaConf.merge(OmegaConf.structured(RunConfig), user)
-        if OmegaConf.is_missing(merged, "out_dir"):
-            raise ConfigError("out_dir is required: the run's directory (out_dir=runs/my_run)")
-        if OmegaConf.is_missing(merged, "data") or OmegaConf.is_missing(merged.data, "task"):
-            raise ConfigError("data.task is required: give a data preset (data=data/mqar_cpu.yaml) or data.task=...")
-        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        values = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as e:
         raise ConfigError(_one_line(e)) from None
+    if require:
+        check_required(values)  # type: ignore[arg-type]
+    return values  # type: ignore[return-value]
+
+
+def check_required(values: dict[str, Any]) -> None:
+    """Refuse `typed` values that lack out_dir or data.task (both "???" until given)."""
+    if values.get("out_dir", MISSING) == MISSING:
+        raise ConfigError("out_dir is required: the run's directory (out_dir=runs/my_run)")
+    data = values.get("data", MISSING)
+    if data == MISSING or data.get("task", MISSING) == MISSING:
+        raise ConfigError("data.task is required: give a data preset (data=data/mqar_cpu.yaml) or data.task=...")
 
 
 def given_model_keys(user: DictConfig) -> set[str]:

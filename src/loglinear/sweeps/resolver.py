@@ -19,7 +19,16 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from loglinear.runs.config import ConfigError, RunConfig, build, given_model_keys, load_run_config, typed, user_config
+from loglinear.runs.config import (
+    ConfigError,
+    RunConfig,
+    build,
+    check_required,
+    given_model_keys,
+    load_run_config,
+    typed,
+    user_config,
+)
 from loglinear.sweeps.arguments import override
 
 
@@ -39,9 +48,9 @@ class PointResolver:
         self.parts: dict[tuple[str, str], Part | None] = {}
         self.values: dict[str, Any] | None = None
         try:
-            user = self._user({})
+            user = self._user({})  # the base alone may lack a required key that the varied keys give
             if not _interpolates(user):
-                self.values, self.given = typed(user), given_model_keys(user)
+                self.values, self.given = typed(user, require=False), given_model_keys(user)
         except ConfigError:
             pass  # each run says what is wrong (`reference`)
 
@@ -59,6 +68,10 @@ class PointResolver:
                 return self.reference(point)
             _put(values, key, _copy(part.value))
             given |= part.given_model
+        try:
+            check_required(values)
+        except ConfigError:
+            return self.reference(point)  # its error, as `loglinear train` would give it
         return build(values, given)
 
     def _part(self, key: str, value: Any) -> Part | None:
@@ -68,7 +81,8 @@ class PointResolver:
             try:
                 user = self._user({key: value})
                 if not _interpolates(user):
-                    self.parts[cache_key] = Part(_get(typed(user), key), frozenset(given_model_keys(user)))
+                    self.parts[cache_key] = Part(_get(typed(user, require=False), key),
+                                                 frozenset(given_model_keys(user)))
             except (ConfigError, KeyError, TypeError):
                 pass
         return self.parts[cache_key]
