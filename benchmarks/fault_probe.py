@@ -27,24 +27,26 @@ PASSES = ("forward", "backward")
 CHILD_TIMEOUT_S = 600
 
 
-def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int) -> None:
-    """One call of impl="triton", unchecked (the self-check is not what this probes), synchronised."""
-    os.environ["LOGLINEAR_SELFCHECK"] = "skip"
+def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int, device_name: str = "cuda") -> None:
+    """One call of the fused kernels, synchronised, past the self-check and the refusals by version (kernels/
+    triton_limits.py): a refused combination is probed too, since why it fails is what a probe is for."""
     import torch
 
     from benchmarks.kernel_inputs import CHUNK, SHAPES, make_base
-    from loglinear.kernels import log_linear_attn, value_checks
+    from loglinear.kernels import value_checks
+    from loglinear.kernels.impls import run_impl
 
-    device = torch.device("cuda")
+    device = torch.device(device_name)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     base = make_base(SHAPES[(variant, shape_name)], T, variant == "gdn", dtype, device)
     grad = passes == "backward"
     leaves = {n: None if x is None else x.detach().clone().requires_grad_(grad) for n, x in base.items()}
     with value_checks(False), torch.set_grad_enabled(grad):
-        o, _ = log_linear_attn(*leaves.values(), impl="triton", chunk_size=CHUNK)
+        o, _ = run_impl("triton", *leaves.values(), chunk_size=CHUNK)
         if grad:
             o.float().sum().backward()
-    torch.cuda.synchronize()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool) -> tuple[str, float, str]:
@@ -86,13 +88,15 @@ def main() -> None:
                         help="cases at a time, each its own process (default: min(8, cores)); compiling dominates")
     parser.add_argument("--case", nargs=4, metavar=("VARIANT", "SHAPE", "DTYPE", "PASSES"),
                         help=f"one case in this process: {VARIANTS} {SHAPE_NAMES} {DTYPES} {PASSES}")
+    parser.add_argument("--device", default="cuda",
+                        help="with --case: the device (cpu: Triton's interpreter, TRITON_INTERPRET=1)")
     args = parser.parse_args()
     if args.case:
         variant, shape_name, dtype_name, passes = args.case
         for value, valid in zip(args.case, (VARIANTS, SHAPE_NAMES, DTYPES, PASSES), strict=True):
             if value not in valid:
                 parser.error(f"--case: {value!r} is not one of {', '.join(valid)}")
-        run_case(variant, shape_name, dtype_name, passes, args.T)
+        run_case(variant, shape_name, dtype_name, passes, args.T, args.device)
         return
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")

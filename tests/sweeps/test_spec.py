@@ -206,7 +206,7 @@ def test_shipped_specs_resolve_every_value(path):
 
 def test_shipped_spec_sizes():
     sizes = {p.stem: sum(1 for _ in points(load_spec(p))) for p in SHIPPED}
-    assert sizes["demo_cpu"] == 15 and sizes["mqar_paper"] == 840
+    assert sizes["demo_cpu"] == 9 and sizes["mqar_paper"] == 840
     assert {"mqar_lambda", "state_tracking", "demo_cpu_pilot"} <= set(sizes)
     paper = load_spec(CONFIGS_DIR / "sweeps" / "mqar_paper.yaml")
     assert paper.grid["model.d_model"] == [16, 32, 64] and paper.grid["train.seed"] == [0, 1, 2, 3, 4]
