@@ -70,3 +70,11 @@ def test_a_script_runs_as_a_module_from_the_repository_root():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "--quick" in out.stdout
+
+
+def test_the_compile_benchmark_says_whether_the_machine_was_idle():
+    from benchmarks.compile_cpu import machine_note
+
+    assert "otherwise idle" in machine_note("0.41")
+    assert "shared the machine" in machine_note("1.47")
+    assert "unknown" in machine_note("?")

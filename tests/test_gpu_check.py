@@ -158,3 +158,9 @@ def test_a_fault_probe_case_runs_the_fused_kernels_past_the_refusals_in_the_inte
                            "--T", "80", "--device", "cpu"], capture_output=True, text=True, cwd=ROOT, timeout=600,
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_fault_probe_refuses_no_workers_in_one_line():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--jobs", "0"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("--jobs must be >= 1, got 0")

@@ -299,8 +299,9 @@ def test_a_case_a_known_fault_refuses_is_not_run_so_its_fault_cannot_fail_the_ot
     assert run_check(cuda, torch.bfloat16).failure is None
     assert sorted(set(ran), key=str) == sorted({(False, torch.float32), (True, torch.float32),
                                                 (False, torch.bfloat16)}, key=str)
-    assert not selfcheck.refused_by_version(cuda, CASES[1], torch.float32)
-    assert selfcheck.refused_by_version(cuda, CASES[1], torch.bfloat16)
-    assert not selfcheck.refused_by_version(CPU, CASES[1], torch.bfloat16)
+    delta = Variant.DELTA_RULE
+    assert selfcheck.fault_on(cuda, delta, torch.float32) is None
+    assert selfcheck.fault_on(cuda, delta, torch.bfloat16) is not None
+    assert selfcheck.fault_on(CPU, delta, torch.bfloat16) is None
     monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.7.1", "loglinear": None})
-    assert not selfcheck.refused_by_version(cuda, CASES[1], torch.bfloat16)
+    assert selfcheck.fault_on(cuda, delta, torch.bfloat16) is None

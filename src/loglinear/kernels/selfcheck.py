@@ -37,7 +37,7 @@ from loglinear.kernels.fenwick import num_levels
 from loglinear.kernels.impls import run_impl
 from loglinear.kernels.selfcheck_process import run_check_in_child
 from loglinear.kernels.state import LogLinearState
-from loglinear.kernels.triton_limits import known_fault
+from loglinear.kernels.triton_limits import KnownFault, known_fault
 from loglinear.kernels.variant import Variant
 
 MODE_ENV = "LOGLINEAR_SELFCHECK"
@@ -114,7 +114,8 @@ def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] 
     with torch.inference_mode(False), torch.enable_grad(), torch.autocast(device.type, enabled=False):
         for d in dtypes:
             for i, case in enumerate(cases):
-                if refused_by_version(device, case, d):  # never run, so not judged: its fault would hide the rest
+                variant = Variant.DELTA_RULE if case.delta else Variant.SCALAR_DECAY
+                if fault_on(device, variant, d) is not None:  # no call runs it, so not judged: it would hide the rest
                     continue
                 where = f"{case} ({dtype_name(d)})"
                 try:
@@ -134,12 +135,11 @@ def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] 
     return Outcome(None, closest)
 
 
-def refused_by_version(device: torch.device, case: Case, dtype: torch.dtype) -> bool:
-    """Whether a known fault (kernels/triton_limits.py) refuses the case's variant in `dtype` on this device."""
+def fault_on(device: torch.device, variant: Variant, dtype: torch.dtype) -> KnownFault | None:
+    """The known fault (kernels/triton_limits.py) that refuses `variant` in `dtype` on this device, or None."""
     if device.type != "cuda":
-        return False
-    variant = Variant.DELTA_RULE if case.delta else Variant.SCALAR_DECAY
-    return known_fault(torch.cuda.get_device_capability(device), versions()["triton"], variant, dtype) is not None
+        return None
+    return known_fault(torch.cuda.get_device_capability(device), versions()["triton"], variant, dtype)
 
 
 def _compare(case: Case, seed: int, device: torch.device,
@@ -386,9 +386,7 @@ def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode:
     behind it: "triton" unless the check failed or a known fault (kernels/triton_limits.py) covers this GPU,
     Triton version, variant and dtype; then "chunk" with one warning for "auto", and `SelfCheckFailed` for an
     explicit "triton"."""
-    fault = None
-    if device.type == "cuda":
-        fault = known_fault(torch.cuda.get_device_capability(device), versions()["triton"], variant, dtype)
+    fault = fault_on(device, variant, dtype)
     if fault is not None:
         key = cache_key(device, dtype)
         found = Verdict("failed", key, None, "known fault", f"a known fault: {fault}")

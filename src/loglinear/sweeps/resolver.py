@@ -68,10 +68,7 @@ class PointResolver:
                 return self.reference(point)
             _put(values, key, _copy(part.value))
             given |= part.given_model
-        try:
-            check_required(values)
-        except ConfigError:
-            return self.reference(point)  # its error, as `loglinear train` would give it
+        check_required(values)  # the base alone may lack what the varied keys did not give either
         return build(values, given)
 
     def _part(self, key: str, value: Any) -> Part | None:
