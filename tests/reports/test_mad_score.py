@@ -75,3 +75,18 @@ def test_an_accuracy_interval_over_few_seeds_is_cut_at_0_and_100_percent():
     # two seeds at 2% and 60%: t(0.975, 1) = 12.7 makes the interval about [-3.65, 3.99] before the cut
     assert accuracy_text([cell(0.02, 0.6)]) == "31.0 [0.0, 100.0] (2 seeds)"
     assert accuracy_text([cell(0.5, 0.6, 0.7)]) == "60.0 [35.2, 84.8] (3 seeds)"
+
+
+def test_tasks_of_different_lengths_each_tested_at_its_own_are_not_read_by_test_length(tmp_path):
+    """MAD's settings differ in length (compression at 16, recall at 32), but each run is tested at its one
+    length: no table, plot or test by length, and the Holm family holds only the run-level tests."""
+    accuracies = {"mamba2": (0.30, 0.40, 0.50), "log_linear_mamba2": (0.35, 0.45, 0.60)}
+    settings = [("in_context_recall", 32), ("compression", 16)]
+    entries = [run_entry(mixer, 16, 1e-3, seed, finished(acc, test={f"test/acc/seq_len={n}": acc}), task=task,
+                         **setting_point(task, {"seq_len": n}))
+               for mixer, seeds in accuracies.items() for seed, acc in enumerate(seeds) for task, n in settings]
+    report = write_report(make_sweep(tmp_path, entries, report={"threshold": 0.99}))
+    assert "by test length" not in report.table
+    assert "acc_vs_seq_len.png" in report.skipped and not (tmp_path / "paired_by_length.csv").exists()
+    # two cells, each with McNemar on solved and the Wilcoxon test on accuracy (no run passed: no log-rank)
+    assert "over the 4 secondary tests" in report.table

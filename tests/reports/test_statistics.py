@@ -16,6 +16,7 @@ from loglinear.reports.statistics import (
     is_bimodal,
     kaplan_meier,
     logrank,
+    logrank_test,
     mcnemar_exact,
     signed_rank,
     t_interval,
@@ -123,6 +124,16 @@ def test_logrank_against_a_hand_computation():
     assert logrank(a, b) == pytest.approx(math.erfc(z / math.sqrt(2)), rel=1e-9)
     assert logrank([Event(5, False)], [Event(5, False)]) is None
     assert logrank(a, []) is None
+
+
+def test_logrank_of_groups_no_passage_tells_apart_is_one_not_nan():
+    # every run passes at the first validation: at that step all are at risk and all pass, so the hypergeometric
+    # variance is 0 and so is observed - expected (scipy gives 0/0)
+    everyone_at_100 = [Event(100, True)] * 3
+    assert logrank_test(everyone_at_100, everyone_at_100) == (0.0, 1.0)
+    # one group gone (censored) before the other's first passage: nothing to compare at any passage
+    assert logrank_test([Event(50, False)] * 3, [Event(100, True)] * 3) == (0.0, 1.0)
+    assert logrank([Event(100, True)] * 3, [Event(100, True), Event(100, True), Event(200, True)]) < 1.0
 
 
 def test_holm_orders_the_p_values_and_keeps_the_adjustment_monotone():

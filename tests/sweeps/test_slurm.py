@@ -22,7 +22,8 @@ from loglinear.sweeps.spec import expand, load_spec
 from .slurm_cluster import MAX_MINUTES, PARTITION
 from .sweep_helpers import sweep_cli, write_spec
 
-pytestmark = pytest.mark.slurm
+# one cluster for the whole module: under pytest-xdist its tests run on one worker, which starts it once
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 SLURM = ["--launcher", "submitit", "--executor", f"slurm_partition={PARTITION}"]
 """What the Slurm command of docs/sweeps.md gives: only the partition."""

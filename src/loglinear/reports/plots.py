@@ -9,6 +9,7 @@ A plot whose data the sweep does not have is skipped, with the reason.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,7 +36,13 @@ from loglinear.reports.figures import (
 )
 from loglinear.reports.frontier import frontier_series
 from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
-from loglinear.reports.state_tracking import SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
+from loglinear.reports.state_tracking import (
+    SEQ_LEN_PREFIX,
+    num_classes,
+    scaled,
+    tested_at_several_lengths,
+    training_lengths,
+)
 from loglinear.reports.statistics import kaplan_meier
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig
@@ -107,7 +114,7 @@ def acc_vs_seq_len(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     styles = {}
     trained: dict[tuple[str, int], tuple[int, int]] = {}
     for (row, d_model), cell in sweep.cells().items():  # type: ignore[misc]
-        runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
+        runs = [r for r in cell.runs if r.status in FINISHED and tested_at_several_lengths(r)]
         groups = _slice_groups(runs, SEQ_LEN_PREFIX, sweep.report.threshold,
                                lambda a, r: scaled(a, num_classes(r)))
         if not groups:
@@ -120,7 +127,7 @@ def acc_vs_seq_len(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         if lengths is not None:
             trained[panel] = lengths
     if not panel_series:
-        return "no state-tracking test accuracy per sequence length (test/acc/seq_len=...)"
+        return "no run tested at several sequence lengths (test/acc/seq_len=...)"
     fig, axes = panels(len(panel_series))
     for ax, (panel, series) in zip(axes, sorted(panel_series.items()), strict=True):
         seed_points(ax, series, styles)
@@ -267,7 +274,7 @@ def _panel_name(sweep: Sweep, record: Record) -> str:
         if lines and len(lines[-1]) + 2 + len(part) <= TITLE_WIDTH:
             lines[-1] += f", {part}"
         else:
-            lines.append(part)
+            lines.append("\n".join(textwrap.wrap(part, TITLE_WIDTH)))  # a part too long for a line (task_args) wraps
     return ",\n".join(lines)
 
 

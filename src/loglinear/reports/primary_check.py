@@ -78,12 +78,12 @@ def _check_equal_state(primary: Primary, sweep: Sweep) -> None:
 
 
 def _test_lengths(runs: list[Run], pairings: list[Pairing]) -> list[int]:
-    """The test lengths the report compares the pairings' runs at: those of their runs on a task other than MQAR,
-    when there are several."""
+    """The test lengths the report compares the pairings' runs at: those of their runs tested at several lengths
+    on a task other than MQAR (reports/state_tracking.tested_at_several_lengths)."""
     mixers = {name.partition("[")[0] for p in pairings for name in (p.mixer, p.baseline)}
-    lengths = {task.seq_len for r in runs if r.config.data.task != "mqar" and r.config.model.mixer in mixers
-               for s in evaluation_sets(r.config.data) for task in s.tasks}
-    return sorted(lengths) if len(lengths) > 1 else []
+    per_run = [{task.seq_len for s in evaluation_sets(r.config.data) for task in s.tasks} for r in runs
+               if r.config.data.task != "mqar" and r.config.model.mixer in mixers]
+    return sorted(set().union(*(lengths for lengths in per_run if len(lengths) > 1)))
 
 
 def _listed(names: list[str]) -> str:

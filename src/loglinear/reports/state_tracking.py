@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loglinear.reports.results import Record, lookup
+from loglinear.reports.results import Record, lookup, slice_values
 from loglinear.synthetics.registry import get_task
 from loglinear.targets import IGNORE_INDEX
 
@@ -45,6 +45,14 @@ def training_lengths(record: Record) -> tuple[int, int] | None:
         shortest.append(int(scored[0]) + 1 if len(scored) else seq_len)
         longest.append(seq_len)
     return (min(shortest), max(longest)) if longest else None
+
+
+def tested_at_several_lengths(record: Record) -> bool:
+    """Whether the run's test sets span several sequence lengths (length generalisation, on a task other than
+    MQAR, whose lengths are slices of one mix): only such runs are read by test length. A run tested at its one
+    training length, as each of MAD's tasks is, is read by its test accuracy alone, even when the sweep's tasks
+    differ in length."""
+    return record.task != "mqar" and len(slice_values([record], SEQ_LEN_PREFIX)) >= 2
 
 
 def accuracy_at(length: int) -> Callable[[Record], float | None]:

@@ -188,10 +188,16 @@ def logrank(first: Sequence[Event], second: Sequence[Event]) -> float | None:
 
 def logrank_test(first: Sequence[Event], second: Sequence[Event]) -> tuple[float, float] | None:
     """The log-rank statistic (scipy's z: positive when the first group passes later) and its two-sided p-value;
-    None as for `logrank`."""
+    None as for `logrank`. z = 0 and p = 1 when no passage can tell the groups apart (every run still at risk
+    passes at the same step, or one group has none left at risk): observed equals expected at every passage, and
+    scipy's 0/0 would give nan."""
     if not first or not second or not any(e.reached for e in [*first, *second]):
         return None
-    result = stats.logrank(_censored(first), _censored(second))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = stats.logrank(_censored(first), _censored(second))
+    if not np.isfinite(result.statistic):
+        return 0.0, 1.0
     return float(result.statistic), float(result.pvalue)
 
 

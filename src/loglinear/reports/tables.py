@@ -10,7 +10,14 @@ from typing import Any
 
 from loglinear.reports.frontier import PAIRS_PREFIX
 from loglinear.reports.results import HEADERS, Cell, Sweep, mean_std_text, slice_values
-from loglinear.reports.state_tracking import SEQ_ACC_PREFIX, SEQ_LEN_PREFIX, num_classes, scaled, training_lengths
+from loglinear.reports.state_tracking import (
+    SEQ_ACC_PREFIX,
+    SEQ_LEN_PREFIX,
+    num_classes,
+    scaled,
+    tested_at_several_lengths,
+    training_lengths,
+)
 from loglinear.reports.statistics import kaplan_meier, t_interval, wilson
 from loglinear.runs.folder import FINISHED
 from loglinear.runs.stopping import CONVERGENCE
@@ -163,13 +170,14 @@ def verdict_text(verdict: dict[str, Any]) -> str:
 
 
 def test_lengths(sweep: Sweep) -> list[int]:
-    """The state-tracking test lengths of the sweep (test/acc/seq_len=N), ascending."""
-    return sorted(slice_values([r for r in sweep.records if r.task != "mqar"], SEQ_LEN_PREFIX))
+    """The test lengths (test/acc/seq_len=N) of the sweep's runs tested at several lengths, ascending; none when
+    every run is tested at one length."""
+    return sorted(slice_values(filter(tested_at_several_lengths, sweep.records), SEQ_LEN_PREFIX))
 
 
 def length_labels(sweep: Sweep, lengths: list[int]) -> list[str]:
     """Column labels of test lengths: `40 (train)` inside the training range (when all runs share one), else `80`."""
-    trained = {training_lengths(r) for r in sweep.records if r.task != "mqar"}
+    trained = {training_lengths(r) for r in sweep.records if tested_at_several_lengths(r)}
     low, high = trained.pop() if len(trained) == 1 and None not in trained else (0, -1)
     return [f"{n} (train)" if low <= n <= high else str(n) for n in lengths]
 
@@ -185,8 +193,8 @@ def length_table(sweep: Sweep, cells: dict) -> str | None:
         header += [f"{label} scaled", f"{n} seq %", f"{n} above {pct_text(sweep.report.threshold)}%"]
     body = []
     for (row, d_model), cell in cells.items():
-        runs = [r for r in cell.runs if r.status in FINISHED and r.task != "mqar"]
-        if not slice_values(runs, SEQ_LEN_PREFIX):
+        runs = [r for r in cell.runs if r.status in FINISHED and tested_at_several_lengths(r)]
+        if not runs:
             continue
         classes = num_classes(runs[0])
         per_length = slice_values(runs, SEQ_LEN_PREFIX)
