@@ -281,6 +281,18 @@ def test_one_shared_seed_has_no_interval(tmp_path):
     assert report.table.rstrip().splitlines()[-1].startswith("Of the 1 secondary tests of this report, 0 survive Holm")
 
 
+def test_the_interval_of_a_difference_of_accuracies_is_cut_at_100_points(tmp_path):
+    # differences +99, -99, +1 points: mean +0.3, t(0.975, 2) = 4.303 times 99.0 / sqrt(3) reaches about 246 points
+    accuracies = ((0.995, 0.005), (0.005, 0.995), (0.5, 0.49))
+    entries = [run_entry(mixer, 16, 1e-3, seed, finished(acc))
+               for seed, pair in enumerate(accuracies)
+               for mixer, acc in zip(("log_linear_mamba2", "mamba2"), pair, strict=True)]
+    report = write_report(make_sweep(tmp_path, entries))
+    assert "accuracy +0.3 points [−100.0, +100.0] (paired t interval)" in report.table
+    row = read_csv(tmp_path / "paired.csv")[0]
+    assert (float(row["ci_low"]), float(row["ci_high"])) == (-100.0, 100.0)
+
+
 def test_state_tracking_pairs_each_test_length_and_attention_has_no_eigenvalues(tmp_path):
     # seed by seed, log-linear minus base at length 128: -2, -3, -4 points (significant); at 64: 0 (no interval width)
     base_128, log_linear_128 = [0.99, 0.98, 0.97], [0.97, 0.95, 0.93]
