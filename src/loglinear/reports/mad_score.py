@@ -78,8 +78,9 @@ def accuracy_text(cells: Sequence[Cell]) -> str:
         return "-"
     interval = t_interval(means)
     mean = sum(means) / len(means)
-    # an accuracy lies in [0, 1]; a t interval over few seeds can reach past either end
-    bounds = "" if interval is None else f" [{100 * max(interval.low, 0.0):.1f}, {100 * min(interval.high, 1.0):.1f}]"
+    if interval is not None:
+        interval = interval.within(0.0, 1.0)  # an accuracy's bounds
+    bounds = "" if interval is None else f" [{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
     return f"{100 * mean:.1f}{bounds} ({len(means)} seed{'s' if len(means) != 1 else ''})"
 
 

@@ -28,7 +28,7 @@ p-value of a report (the secondaries) together with Holm's method.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from loglinear.reports.results import (
@@ -117,9 +117,7 @@ class Pairing:
         """The paired t interval of the mean difference (None for fewer than 2 pairs), cut at -100 and +100 points,
         the bounds of a difference of two accuracies (few seeds far apart can reach past them)."""
         interval = t_interval(self.diffs)
-        if interval is None:
-            return None
-        return replace(interval, low=max(interval.low, -100.0), high=min(interval.high, 100.0))
+        return None if interval is None else interval.within(-100.0, 100.0)
 
     @property
     def rank_test(self) -> SignedRank | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
@@ -37,6 +37,11 @@ class Interval:
     low: float
     high: float
     p: float | None = None
+
+    def within(self, low: float, high: float) -> Interval:
+        """The interval cut at `low` and `high`, the bounds of what it estimates (a t interval over few values far
+        apart can reach past them)."""
+        return replace(self, low=max(self.low, low), high=min(self.high, high))
 
 
 @dataclass(frozen=True)
