@@ -3,6 +3,7 @@
     python -m benchmarks.gpu_check                     # CUDA: every step, within --time-limit (default 540 s)
     python -m benchmarks.gpu_check --dry-run           # any machine: the steps it would run, and exit 0
     python -m benchmarks.gpu_check --time-limit 900 --logs DIR
+    python -m benchmarks.gpu_check --only training sweep   # the steps whose names hold any of these words
 
 Steps, each a child process of this one (its output in the logs folder), one after another, most telling first:
 1. the fault probe (benchmarks/fault_probe.py): one call of the fused kernels per variant, shape, dtype and
@@ -89,6 +90,17 @@ def plan(logs: Path, train_steps: int = TRAIN_STEPS) -> list[Step]:
     steps.append(Step("MQAR sweep, GPU against CPU", [*py, "benchmarks.sweep_agreement", "--out",
                                                          str(logs / "sweep")], cap_s=200, sample_gpu=True))
     return steps
+
+
+def select(steps: list[Step], only: list[str] | None) -> list[Step]:
+    """The steps whose names contain any of `only` (case-insensitive), in plan order; all of them for None."""
+    if not only:
+        return steps
+    chosen = [s for s in steps if any(word.lower() in s.name.lower() for word in only)]
+    if not chosen:
+        raise ValueError(f"--only {' '.join(only)} matches no step; the steps are: "
+                         + "; ".join(s.name for s in steps))
+    return chosen
 
 
 def slug(name: str) -> str:
@@ -206,13 +218,18 @@ def main() -> None:
                         help=f"seconds for the whole check (default {DEFAULT_LIMIT_S})")
     parser.add_argument("--logs", help="folder of the logs (default benchmarks/gpu_checks/<date>)")
     parser.add_argument("--train-steps", type=int, default=TRAIN_STEPS, help="steps of each GPU training run")
+    parser.add_argument("--only", nargs="+", metavar="WORD",
+                        help="run only the steps whose names contain one of these words (case-insensitive)")
     args = parser.parse_args()
     if args.time_limit <= 0:
         parser.error(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
     stamp = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     folder = stamp.replace(" ", "_").replace(":", "")
     logs = Path(args.logs) if args.logs else ROOT / "benchmarks" / "gpu_checks" / folder
-    steps = plan(logs, args.train_steps)
+    try:
+        steps = select(plan(logs, args.train_steps), args.only)
+    except ValueError as e:
+        parser.error(str(e))
     if args.dry_run:
         print(f"would run, within {args.time_limit:.0f} s, logs in {logs_path(logs)}:")
         for i, step in enumerate(steps, 1):

@@ -36,6 +36,18 @@ def test_the_dry_run_lists_every_step_and_exits_0_on_any_machine():
     assert "pytest -m gpu" in done.stdout and "benchmarks.determinism" in done.stdout
 
 
+def test_only_keeps_the_named_steps_in_order_and_refuses_a_word_that_names_none():
+    steps = gpu_check.plan(Path("logs"))
+    chosen = gpu_check.select(steps, ["Sweep", "compiled"])
+    assert [s.name for s in chosen] == [s.name for s in steps if "compiled" in s.name] + ["MQAR sweep, GPU against CPU"]
+    assert gpu_check.select(steps, None) == steps
+    with pytest.raises(ValueError, match="matches no step; the steps are: fault probe; doctor"):
+        gpu_check.select(steps, ["nothing"])
+    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--only", "doctor"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0 and done.stdout.splitlines()[1:] == ["1. doctor: -m loglinear doctor"], done.stdout
+
+
 def test_a_failed_step_is_recorded_the_next_runs_and_the_limit_stops_the_rest(tmp_path, monkeypatch):
     monkeypatch.setattr(gpu_check, "MIN_STEP_S", 1.0)
     steps = [

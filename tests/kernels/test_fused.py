@@ -146,6 +146,39 @@ def test_bf16_inputs_return_bf16_close_to_float32():
     assert rel(o, ref) < 2e-2
 
 
+@pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
+def test_half_precision_inputs_reach_the_kernels_as_float32_with_tf32_dots_and_exact_preparation(monkeypatch, delta):
+    """bf16 inputs with lam and an initial state gave a wrong, changing o on an H100 (Triton 3.6) and the delta rule's
+    tf32 preparation read out of bounds there; float32 copies and exact preparation dots were right."""
+    from loglinear.kernels.fused import delta_prep, function
+
+    seen = []
+    where = {"intra_forward": (4, 5, 7), "scan_forward": (3, 4, 8)}  # positions of v, lam and prec
+    for name, (iv, ilam, iprec) in where.items():
+        real = getattr(function, name)
+
+        def spy(*args, real=real, name=name, iv=iv, ilam=ilam, iprec=iprec, **kwargs):
+            seen.append((name, args[iv].dtype, args[ilam].dtype, args[iprec]))
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(function, name, spy)
+    preps = []
+    real_meta = delta_prep._meta
+
+    def meta(q, beta, layout):
+        preps.append((q.dtype, real_meta(q, beta, layout)["PREC"]))
+        return real_meta(q, beta, layout)
+
+    monkeypatch.setattr(delta_prep, "_meta", meta)
+    for dtype, prec in ((torch.bfloat16, "tf32"), (torch.float32, "ieee")):
+        seen.clear()
+        xs, state = make(1, 40, 2, 1, 16, 16, delta=delta, offset=5, seed=3)
+        run("triton", xs, state, dtype, grads=False)
+        assert seen == [("intra_forward", torch.float32, torch.float32, prec),
+                        ("scan_forward", torch.float32, torch.float32, prec)], seen
+    assert preps == ([(torch.float32, "ieee")] * 2 if delta else [])
+
+
 @settings(max_examples=12)
 @given(
     T=st.integers(1, 90), K=st.sampled_from([16, 24, 32]), V=st.sampled_from([16, 40]),

@@ -13,7 +13,7 @@ import warnings
 import pytest
 import torch
 
-from loglinear.kernels import Choice, resolve_impl, selfcheck
+from loglinear.kernels import Choice, resolve_impl, selfcheck, triton_limits
 from loglinear.kernels.selfcheck import (
     CACHE_ENV,
     CASES,
@@ -28,7 +28,7 @@ from loglinear.kernels.selfcheck import (
     run_check,
     verdict,
 )
-from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K
+from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K, KnownFault
 from loglinear.kernels.variant import Variant
 
 pytest.importorskip("triton")
@@ -286,9 +286,8 @@ def test_a_case_a_known_fault_refuses_is_not_run_so_its_fault_cannot_fail_the_ot
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
     monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.6.0", "loglinear": None})
-    real_known_fault = selfcheck.known_fault
-    monkeypatch.setattr(selfcheck, "known_fault", lambda capability, triton, variant, dtype: (
-        real_known_fault(capability, triton, variant, dtype) if variant is Variant.DELTA_RULE else None))
+    monkeypatch.setattr(triton_limits, "KNOWN_FAULTS", (KnownFault(
+        9, (3, 4), (3, 7, 1), Variant.DELTA_RULE, (torch.bfloat16, torch.float16), "a fault for the tests"),))
     ran: list[tuple[bool, torch.dtype]] = []
 
     def compare(case, seed, device, dtype):

@@ -140,7 +140,7 @@ def run_impl(
     native = implementation.reads_grouped_heads
     if not native and not (name == "chunk" and q.shape[2] == 1):  # chunk broadcasts one shared head
         q, k = expand_heads(q, v.shape[2]), expand_heads(k, v.shape[2])
-    # the fused kernels load their inputs in any float dtype and accumulate in float32 themselves
+    # the fused path takes its inputs in any float dtype (it hands float32 copies to the kernels)
     cast = [None if x is None else (x if native else x.to(dtype)) for x in (q, k, v, g, lam, beta)]
     in_levels = 1 if initial_state is None else initial_state.levels.shape[2]
     out_levels = 1 if lam is None else max(lam.shape[-1], in_levels)

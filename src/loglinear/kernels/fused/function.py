@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.kernels.fenwick import state_bucket_levels
+from loglinear.kernels.fused.common import dot_precision
 from loglinear.kernels.fused.delta_prep import delta_prep
 from loglinear.kernels.fused.intra import intra_backward, intra_forward
 from loglinear.kernels.fused.scan import scan_backward, scan_forward
@@ -38,12 +39,12 @@ class _FusedCore(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, G, A, R, Kd, trans, v, lam, layout: ChunkLayout, L: int):
-        o = intra_forward(q, k, G, A, v, lam, layout)
-        final, saved = scan_forward(R, Kd, trans, v, lam, o, L, layout, save=any(ctx.needs_input_grad))
+    def forward(ctx, q, k, G, A, R, Kd, trans, v, lam, layout: ChunkLayout, L: int, prec: str):
+        o = intra_forward(q, k, G, A, v, lam, layout, prec)
+        final, saved = scan_forward(R, Kd, trans, v, lam, o, L, layout, prec, save=any(ctx.needs_input_grad))
         Hs, slots, NS = saved
         ctx.save_for_backward(q, k, G, A, R, Kd, trans, v, lam, Hs, slots)
-        ctx.layout, ctx.L, ctx.NS = layout, L, NS
+        ctx.layout, ctx.L, ctx.NS, ctx.prec = layout, L, NS, prec
         return o, final
 
     @staticmethod
@@ -55,9 +56,9 @@ class _FusedCore(torch.autograd.Function):
             dfinal = torch.zeros(v.shape[0], v.shape[2], L, v.shape[3], R.shape[-1], device=v.device)
         else:
             dfinal = dfinal.contiguous()
-        through_A, dv, dlam_intra = intra_backward(q, k, G, A, v, lam, do, layout)
+        through_A, dv, dlam_intra = intra_backward(q, k, G, A, v, lam, do, layout, ctx.prec)
         dR, dKd, dtrans, dlam_inter = scan_backward(
-            R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout
+            R, Kd, trans, v, lam, do, dfinal, (Hs, slots, ctx.NS), dv, L, layout, ctx.prec
         )
         dq = dk = dG = dA = dlam = None
         if A is None:
@@ -67,7 +68,7 @@ class _FusedCore(torch.autograd.Function):
             dA = through_A
         if lam is not None:
             dlam = (dlam_intra if dlam_inter.shape[-1] == 0 else torch.cat([dlam_intra, dlam_inter], -1)).to(lam.dtype)
-        return dq, dk, dG, dA, dR, dKd, dtrans, dv.to(v.dtype), dlam, None, None
+        return dq, dk, dG, dA, dR, dKd, dtrans, dv.to(v.dtype), dlam, None, None, None
 
 
 def fused_log_linear_attn(
@@ -85,8 +86,15 @@ def fused_log_linear_attn(
     C = max(MIN_CHUNK, min(chunk_size, 1 << (T - 1).bit_length()))
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
     layout = ChunkLayout.build(p0, T, C)
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-    lam = None if lam is None else lam.contiguous()
+    # The kernels read float32 whatever the caller's dtype: with bfloat16 inputs, an H100 with Triton 3.6 gave
+    # an o that was wrong and changed between identical calls where lam and an initial state were given, and the
+    # delta rule's preparation read out of bounds of shared memory; from float32 copies both were right and
+    # repeatable. The dots keep the precision of the caller's dtype (tf32 for half precision), except the delta
+    # rule's preparation, which runs exact dots (its tf32 form was the out-of-bounds read).
+    prec = dot_precision(v.dtype)
+    q, k, v = q.float().contiguous(), k.float().contiguous(), v.float().contiguous()
+    lam = None if lam is None else lam.float().contiguous()
+    beta = None if beta is None else beta.float()
 
     # 1. preparation
     G = layout.chunk_cumsum(g)  # (B, H, N*C)
@@ -105,7 +113,7 @@ def fused_log_linear_attn(
 
     # 2. the fused core
     L = out_levels
-    o, final = _FusedCore.apply(*core_in, R, Kd, trans, v, lam, layout, L)  # delta rule: A given, q, k, G None
+    o, final = _FusedCore.apply(*core_in, R, Kd, trans, v, lam, layout, L, prec)  # delta rule: A given, q, k, G None
 
     # 3. the initial state
     if state is not None:

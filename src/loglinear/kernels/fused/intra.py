@@ -16,7 +16,6 @@ from torch import Tensor
 from loglinear.kernels.fused.common import (
     alloc,
     check_chunk_size,
-    dot_precision,
     level_of,
     num_warps,
     pow2,
@@ -157,7 +156,7 @@ def _blocks(K: int, V: int) -> tuple[int, int]:
     return min(pow2(K), 64), min(pow2(V), 64)
 
 
-def intra_forward(q, k, G, A, v: Tensor, lam: Tensor | None, layout: ChunkLayout) -> Tensor:
+def intra_forward(q, k, G, A, v: Tensor, lam: Tensor | None, layout: ChunkLayout, prec: str) -> Tensor:
     """o (B, T, H, V) float32, the intra-chunk term; pass q, k, G (qk mode: the scalar decay) or A (A mode:
     the delta rule's intra matrix from delta_prep)."""
     check_chunk_size(layout.C)
@@ -170,13 +169,13 @@ def intra_forward(q, k, G, A, v: Tensor, lam: Tensor | None, layout: ChunkLayout
     o = alloc(B, T, H, V, like=v)
     intra_fwd_kernel[(layout.N, B * H)](
         q, k, G, A, v, lam, o, layout.shift, T, H, HK, layout.N, K, V, L, min(layout.c + 1, L),
-        C=layout.C, BK=BK, BV=BV, QK_MODE=qk_mode, HAS_LAM=lam is not None, PREC=dot_precision(v.dtype),
+        C=layout.C, BK=BK, BV=BV, QK_MODE=qk_mode, HAS_LAM=lam is not None, PREC=prec,
         num_warps=num_warps(layout.C * layout.C, layout.C * BK, layout.C * BV),
     )
     return o
 
 
-def intra_backward(q, k, G, A, v: Tensor, lam: Tensor | None, do: Tensor, layout: ChunkLayout):
+def intra_backward(q, k, G, A, v: Tensor, lam: Tensor | None, do: Tensor, layout: ChunkLayout, prec: str):
     """(dq, dk, dG) in qk mode or dA in A mode, then dv (B, T, H, V) and dlam (B, T, H, NL) or None."""
     B, T, H, V = v.shape
     qk_mode = A is None
@@ -196,7 +195,7 @@ def intra_backward(q, k, G, A, v: Tensor, lam: Tensor | None, do: Tensor, layout
     intra_bwd_kernel[(layout.N, B * H)](
         q, k, G, A, v, lam, do, layout.shift, dq, dk, dG, dA, dv, dlam,
         T, H, HK, layout.N, K, V, L, NL,
-        C=layout.C, BK=BK, BV=BV, QK_MODE=qk_mode, HAS_LAM=lam is not None, PREC=dot_precision(v.dtype),
+        C=layout.C, BK=BK, BV=BV, QK_MODE=qk_mode, HAS_LAM=lam is not None, PREC=prec,
         num_warps=num_warps(layout.C * layout.C, layout.C * BK, layout.C * BV),
     )
     return (dq, dk, dG) if qk_mode else dA, dv, dlam

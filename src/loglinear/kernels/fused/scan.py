@@ -25,7 +25,6 @@ from torch import Tensor
 
 from loglinear.kernels.fused.common import (
     alloc,
-    dot_precision,
     level_of,
     num_warps,
     pow2,
@@ -281,7 +280,7 @@ def read_slots(layout: ChunkLayout, LC: int, has_lam: bool) -> tuple[Tensor, int
 
 
 def scan_forward(R: Tensor, Kd: Tensor, trans: Tensor, v: Tensor, lam: Tensor | None, o: Tensor,
-                 L: int, layout: ChunkLayout, save: bool):
+                 L: int, layout: ChunkLayout, prec: str, save: bool):
     """Adds the inter-chunk term to o in place; returns the final state (B, H, L, V, K) and the snapshots."""
     B, T, H, V = v.shape
     K = R.shape[-1]
@@ -295,12 +294,12 @@ def scan_forward(R: Tensor, Kd: Tensor, trans: Tensor, v: Tensor, lam: Tensor | 
         R, Kd, trans, v, lam, o, F, S, Hs, slots, layout.shift, layout.first, layout.n_chunks,
         T, H, layout.N, K, V, L, LC, NS, min(layout.c + 1, L),
         C=layout.C, LOG_C=layout.c, BK=pow2(K), BV=BV, HAS_LAM=lam is not None, MATRIX=trans.dim() == 5,
-        SAVE=save, PREC=dot_precision(v.dtype), num_warps=num_warps(layout.C * pow2(K), BV * pow2(K)),
+        SAVE=save, PREC=prec, num_warps=num_warps(layout.C * pow2(K), BV * pow2(K)),
     )
     return F, (Hs, slots, NS)
 
 
-def scan_backward(R, Kd, trans, v, lam, do, dF, saved, dv: Tensor, L: int, layout: ChunkLayout):
+def scan_backward(R, Kd, trans, v, lam, do, dF, saved, dv: Tensor, L: int, layout: ChunkLayout, prec: str):
     """Gradients (dR, dKd, dtrans, dlam of levels c+1.., summed over V blocks); adds into dv in place."""
     B, T, H, V = v.shape
     K = R.shape[-1]
@@ -316,7 +315,7 @@ def scan_backward(R, Kd, trans, v, lam, do, dF, saved, dv: Tensor, L: int, layou
         R, Kd, trans, v, lam, do, dF, dS, Hs, slots, layout.shift, layout.first, layout.n_chunks,
         dR, dKd, dtr, dv, dlam, T, H, layout.N, K, V, L, LC, NS, min(layout.c + 1, L),
         C=layout.C, LOG_C=layout.c, BK=pow2(K), BV=BV, HAS_LAM=lam is not None, MATRIX=trans.dim() == 5,
-        PREC=dot_precision(v.dtype), num_warps=num_warps(layout.C * pow2(K), BV * pow2(K)),
+        PREC=prec, num_warps=num_warps(layout.C * pow2(K), BV * pow2(K)),
     )
     dlam = None if dlam is None else dlam.sum(0)[..., 1:]  # bucket m >= 1 <-> level c + m
     return dR.sum(0), dKd.sum(0), dtr.sum(0), dlam
