@@ -86,9 +86,10 @@ def plan(logs: Path, train_steps: int = TRAIN_STEPS) -> list[Step]:
         for d in D_MODELS:
             steps.append(Step(f"GPU training, d_model {d}, {'compiled' if compiled else 'eager'}",
                               [*py, "benchmarks.gpu_training", "--d-model", str(d), "--steps", str(train_steps),
-                               *(["--compile"] if compiled else [])], cap_s=90, sample_gpu=True))
+                               *(["--compile"] if compiled else [])], cap_s=180 if compiled else 90,
+                              sample_gpu=True))
     steps.append(Step("MQAR sweep, GPU against CPU", [*py, "benchmarks.sweep_agreement", "--out",
-                                                         str(logs / "sweep")], cap_s=200, sample_gpu=True))
+                                                         str(logs / "sweep")], cap_s=300, sample_gpu=True))
     return steps
 
 

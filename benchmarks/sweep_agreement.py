@@ -1,6 +1,6 @@
 """A short MQAR sweep on the GPU, several runs sharing it, against the same runs on the CPU.
 
-    python3 -m benchmarks.sweep_agreement --out DIR                 # CUDA: both sweeps, then the comparison
+    python3 -m benchmarks.sweep_agreement --out DIR                 # CUDA: the three sweeps, then the comparisons
     python3 -m benchmarks.sweep_agreement --out DIR --runs-per-gpu 5 --steps 300
 
 The runs are the demo's (configs/sweeps/demo_cpu.yaml: its base and its zip of mixers, learning rates and
@@ -11,6 +11,12 @@ validation and test accuracy and test loss; a pair agrees when the accuracies di
 losses by at most LOSS_RTOL of the CPU's. These tolerances were set before any GPU run: training carries a
 rounding difference on from step to step, so "within rounding" of a whole run is wider than float32's unit.
 Exit status 0 when every pair agrees, 1 otherwise.
+
+A third sweep, the same runs on the GPU with `model.impl=chunk` (the torch path the CPU runs), is compared with
+the CPU too, as a diagnosis and not part of the exit status: where the first comparison fails, it tells the
+fused kernels moving training (chunk agrees, auto does not) from the GPU itself (neither agrees). A change of
+rounding alone can move a run that is leaving a plateau by more than the tolerances (benchmarks/RESULTS.md, "GPU
+2026-11-26 11:12-11:33").
 """
 
 from __future__ import annotations
@@ -35,15 +41,16 @@ LOSS_RTOL = 0.01
 OUTCOMES = ("val/acc", "test/acc", "test/loss")
 
 
-def spec(accelerator: str, steps: int, seeds: int) -> dict:
-    """The demo's spec, shortened, in float32, without early stopping, on `accelerator`."""
+def spec(accelerator: str, steps: int, seeds: int, impl: str = "auto") -> dict:
+    """The demo's spec, shortened, in float32, without early stopping, on `accelerator` with `model.impl`."""
     demo = yaml.safe_load(DEMO.read_text())
     base = {**demo["base"], "preset": str((DEMO.parent / demo["base"]["preset"]).resolve()),
             "train.max_steps": steps, "train.val_every": max(1, steps // 5), "train.early_stop_threshold": None,
-            "train.precision": "32-true", "train.accelerator": accelerator}
+            "train.precision": "32-true", "train.accelerator": accelerator, "model.impl": impl}
     zipped = [{key: values[:seeds] if key.endswith("seed") else values for key, values in group.items()}
               for group in demo["zip"]]
-    return {"name": f"gpu_check_mqar_{accelerator}", "base": base, "zip": zipped}
+    name = f"gpu_check_mqar_{accelerator}" + ("" if impl == "auto" else f"_{impl}")
+    return {"name": name, "base": base, "zip": zipped}
 
 
 def outcomes(sweep_out: Path) -> dict[tuple[str, int], dict[str, float]]:
@@ -100,17 +107,26 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     walls = {}
-    for accelerator, at_a_time in (("gpu", ["--runs-per-gpu", str(args.runs_per_gpu)]),
-                                   ("cpu", ["--workers", str(max(1, (os.cpu_count() or 2) // 2))])):
-        path = out / f"{accelerator}.yaml"
-        path.write_text(yaml.safe_dump(spec(accelerator, args.steps, args.seeds), sort_keys=False))
-        walls[accelerator] = sweep(path, out / accelerator, at_a_time)
-    rows, every = compare(outcomes(out / "gpu"), outcomes(out / "cpu"))
-    print(f"GPU sweep ({args.runs_per_gpu} runs per GPU): {walls['gpu']:.0f} s; the same runs on the CPU: "
-          f"{walls['cpu']:.0f} s; {args.steps} steps, float32. Agree: |d acc| <= {ACC_TOL}, |d loss| <= "
-          f"{LOSS_RTOL} x the CPU's.\n")
-    print(markdown_table(["mixer", "seed", *(f"{o} GPU / CPU" for o in OUTCOMES), "agree"], rows))
-    (out / "comparison.json").write_text(json.dumps({"wall_s": walls, "agree": every, "rows": rows}, indent=1))
+    on_gpu = ["--runs-per-gpu", str(args.runs_per_gpu)]
+    for label, accelerator, impl, at_a_time in (
+            ("gpu", "gpu", "auto", on_gpu), ("gpu_chunk", "gpu", "chunk", on_gpu),
+            ("cpu", "cpu", "auto", ["--workers", str(max(1, (os.cpu_count() or 2) // 2))])):
+        path = out / f"{label}.yaml"
+        path.write_text(yaml.safe_dump(spec(accelerator, args.steps, args.seeds, impl), sort_keys=False))
+        walls[label] = sweep(path, out / label, at_a_time)
+    cpu = outcomes(out / "cpu")
+    rows, every = compare(outcomes(out / "gpu"), cpu)
+    chunk_rows, chunk_every = compare(outcomes(out / "gpu_chunk"), cpu)
+    print(f"GPU sweep ({args.runs_per_gpu} runs per GPU): {walls['gpu']:.0f} s; with model.impl=chunk: "
+          f"{walls['gpu_chunk']:.0f} s; the same runs on the CPU: {walls['cpu']:.0f} s; {args.steps} steps, float32. "
+          f"Agree: |d acc| <= {ACC_TOL}, |d loss| <= {LOSS_RTOL} x the CPU's.\n")
+    header = ["mixer", "seed", *(f"{o} GPU / CPU" for o in OUTCOMES), "agree"]
+    print(markdown_table(header, rows))
+    print("\nDiagnosis, not in the exit status: the GPU with model.impl=chunk against the CPU.\n")
+    print(markdown_table(header, chunk_rows))
+    (out / "comparison.json").write_text(json.dumps(
+        {"wall_s": walls, "agree": every, "rows": rows, "chunk_agree": chunk_every, "chunk_rows": chunk_rows},
+        indent=1))
     raise SystemExit(0 if every else 1)
 
 

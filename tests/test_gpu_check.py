@@ -138,6 +138,10 @@ def test_the_sweep_of_the_agreement_check_is_the_demos_shortened(tmp_path):
                            str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "6 runs" in done.stdout, done.stdout
+    chunk = sweep_agreement.spec("gpu", 300, 2, "chunk")
+    assert chunk["base"]["model.impl"] == "chunk" and chunk["name"] == "gpu_check_mqar_gpu_chunk"
+    assert {k: v for k, v in chunk["base"].items() if k not in ("model.impl", "train.accelerator")} == {
+        k: v for k, v in spec["base"].items() if k not in ("model.impl", "train.accelerator")}
 
 
 def test_the_outcomes_are_read_from_each_finished_runs_result(tmp_path):
