@@ -93,3 +93,11 @@ def test_a_comparison_whose_runs_were_cut_off_while_improving_says_so(tmp_path):
     entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.4 + 0.01 * seed, convergence="plateau"))
                for mixer in ("mamba2", "log_linear_mamba2") for seed in range(3)]
     assert "cut off by the budget" not in write_report(make_sweep(tmp_path / "flat", entries)).table
+
+
+def test_the_interval_of_the_solved_runs_test_accuracy_stays_within_0_and_100(tmp_path):
+    entries = [run_entry("mamba2", 16, 1e-3, 0, crossed(0.992, 0.05, 300)),
+               run_entry("mamba2", 16, 1e-3, 1, crossed(0.995, 0.99, 200))]
+    report = write_report(make_sweep(tmp_path, entries, report={"threshold": 0.99}))
+    given = section_rows(report.table, "Test accuracy of the solved runs")
+    assert row(given, "Mamba-2") == ["52.0 [0.0, 100.0] (n=2)"]  # the t interval reaches -545 and +649

@@ -101,7 +101,8 @@ def format_given_solved(cell: Cell, threshold: float) -> str:
     if not solved:
         return "-"
     ci = t_interval(solved)
-    interval = "" if ci is None else f" [{ci.low:.1f}, {min(ci.high, 100.0):.1f}]"
+    ci = None if ci is None else ci.within(0.0, 100.0)
+    interval = "" if ci is None else f" [{ci.low:.1f}, {ci.high:.1f}]"
     return f"{sum(solved) / len(solved):.1f}{interval} (n={len(solved)})"
 
 
