@@ -153,15 +153,13 @@ def test_half_precision_inputs_reach_the_kernels_as_float32_with_tf32_dots_and_e
     from loglinear.kernels.fused import delta_prep, function
 
     seen = []
-    where = {"intra_forward": (4, 5, 7), "scan_forward": (3, 4, 8)}  # positions of v, lam and prec
-    for name, (iv, ilam, iprec) in where.items():
-        real = getattr(function, name)
+    real_apply = function._FusedCore.apply
 
-        def spy(*args, real=real, name=name, iv=iv, ilam=ilam, iprec=iprec, **kwargs):
-            seen.append((name, args[iv].dtype, args[ilam].dtype, args[iprec]))
-            return real(*args, **kwargs)
+    def apply(*args):  # (*core inputs, R, Kd, trans, v, lam, layout, L, prec)
+        seen.append((args[-5].dtype, args[-4].dtype, args[-1]))
+        return real_apply(*args)
 
-        monkeypatch.setattr(function, name, spy)
+    monkeypatch.setattr(function._FusedCore, "apply", apply)
     preps = []
     real_meta = delta_prep._meta
 
@@ -174,8 +172,7 @@ def test_half_precision_inputs_reach_the_kernels_as_float32_with_tf32_dots_and_e
         seen.clear()
         xs, state = make(1, 40, 2, 1, 16, 16, delta=delta, offset=5, seed=3)
         run("triton", xs, state, dtype, grads=False)
-        assert seen == [("intra_forward", torch.float32, torch.float32, prec),
-                        ("scan_forward", torch.float32, torch.float32, prec)], seen
+        assert seen == [(torch.float32, torch.float32, prec)], seen
     assert preps == ([(torch.float32, "ieee")] * 2 if delta else [])
 
 

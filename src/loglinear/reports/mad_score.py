@@ -76,10 +76,8 @@ def accuracy_text(cells: Sequence[Cell]) -> str:
     means = per_seed_means(cells)
     if not means:
         return "-"
-    interval = t_interval(means)
+    interval = t_interval(means, within=(0.0, 1.0))  # an accuracy's bounds
     mean = sum(means) / len(means)
-    if interval is not None:
-        interval = interval.within(0.0, 1.0)  # an accuracy's bounds
     bounds = "" if interval is None else f" [{100 * interval.low:.1f}, {100 * interval.high:.1f}]"
     return f"{100 * mean:.1f}{bounds} ({len(means)} seed{'s' if len(means) != 1 else ''})"
 

@@ -116,8 +116,7 @@ class Pairing:
     def interval(self) -> Interval | None:
         """The paired t interval of the mean difference (None for fewer than 2 pairs), cut at -100 and +100 points,
         the bounds of a difference of two accuracies (few seeds far apart can reach past them)."""
-        interval = t_interval(self.diffs)
-        return None if interval is None else interval.within(-100.0, 100.0)
+        return t_interval(self.diffs, within=(-100.0, 100.0))
 
     @property
     def rank_test(self) -> SignedRank | None:

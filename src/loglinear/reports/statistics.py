@@ -83,9 +83,15 @@ def mcnemar_exact(only_first: int, only_second: int) -> float:
     return 1.0 if discordant == 0 else float(stats.binomtest(only_first, discordant, 0.5).pvalue)
 
 
-def t_interval(values: Sequence[float]) -> Interval | None:
+def t_interval(values: Sequence[float], within: tuple[float, float] | None = None) -> Interval | None:
     """The mean of `values` with Student's t interval and the p-value of mean = 0 (None for fewer than 2 values;
-    values all 0 have p = 1, values all equal to another number p = 0 and a zero-width interval)."""
+    values all 0 have p = 1, values all equal to another number p = 0 and a zero-width interval); the interval cut
+    at `within`'s (low, high), the bounds of what the values estimate, when given (`Interval.within`)."""
+    interval = _t_interval(values)
+    return interval if interval is None or within is None else interval.within(*within)
+
+
+def _t_interval(values: Sequence[float]) -> Interval | None:
     if len(values) < 2:
         return None
     array = np.asarray(values, dtype=float)

@@ -100,8 +100,7 @@ def format_given_solved(cell: Cell, threshold: float) -> str:
     solved = [100 * r.test_score for r in cell.runs if r.solved(threshold) and r.test_score is not None]
     if not solved:
         return "-"
-    ci = t_interval(solved)
-    ci = None if ci is None else ci.within(0.0, 100.0)
+    ci = t_interval(solved, within=(0.0, 100.0))
     interval = "" if ci is None else f" [{ci.low:.1f}, {ci.high:.1f}]"
     return f"{sum(solved) / len(solved):.1f}{interval} (n={len(solved)})"
 
