@@ -7,6 +7,8 @@ child runs under its memory checker, which names the kernel and the address of a
     python3 -m benchmarks.fault_probe --sanitize-failures  # then each failing case again under compute-sanitizer
     python3 -m benchmarks.fault_probe --sanitizer --T 256  # each case under compute-sanitizer (slow)
     python3 -m benchmarks.fault_probe --case mamba2 paper bf16 backward --T 1024   # one case, in this process
+    TRITON_INTERPRET=1 python3 -m benchmarks.fault_probe --case gdn mqar fp32 backward --T 80 --device cpu --smoke
+                                                           # the script itself on tiny shapes, on the CPU
 """
 
 from __future__ import annotations
@@ -27,18 +29,20 @@ PASSES = ("forward", "backward")
 CHILD_TIMEOUT_S = 600
 
 
-def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int, device_name: str = "cuda") -> None:
+def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int, device_name: str = "cuda",
+             smoke: bool = False) -> None:
     """One call of the fused kernels, synchronised, past the self-check and the refusals by version (kernels/
-    triton_limits.py): a refused combination is probed too, since why it fails is what a probe is for."""
+    triton_limits.py): a refused combination is probed too, since why it fails is what a probe is for. `smoke`:
+    the shape's tiny stand-in (benchmarks/kernel_inputs.py), to check the script rather than the GPU."""
     import torch
 
-    from benchmarks.kernel_inputs import CHUNK, SHAPES, make_base
+    from benchmarks.kernel_inputs import CHUNK, SHAPES, SMOKE_SHAPES, make_base
     from loglinear.kernels import value_checks
     from loglinear.kernels.impls import run_impl
 
     device = torch.device(device_name)
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
-    base = make_base(SHAPES[(variant, shape_name)], T, variant == "gdn", dtype, device)
+    base = make_base((SMOKE_SHAPES if smoke else SHAPES)[(variant, shape_name)], T, variant == "gdn", dtype, device)
     grad = passes == "backward"
     leaves = {n: None if x is None else x.detach().clone().requires_grad_(grad) for n, x in base.items()}
     with value_checks(False), torch.set_grad_enabled(grad):
@@ -49,9 +53,14 @@ def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int
         torch.cuda.synchronize()
 
 
-def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool) -> tuple[str, float, str]:
+def case_argv(case: tuple[str, str, str, str], T: int, smoke: bool) -> list[str]:
+    """The command that runs one case in a process of its own."""
+    return [sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T), *(["--smoke"] * smoke)]
+
+
+def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool, smoke: bool) -> tuple[str, float, str]:
     """(outcome, seconds, the child's last lines) of one case in a child process."""
-    argv = [sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T)]
+    argv = case_argv(case, T, smoke)
     if sanitizer:
         argv = ["compute-sanitizer", "--tool", "memcheck", "--print-limit", "3", "--error-exitcode", "99", *argv]
     started = time.monotonic()
@@ -65,10 +74,10 @@ def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool) -> tuple[str
     return outcome, time.monotonic() - started, " / ".join(line.strip() for line in text[-6:])
 
 
-def sanitizer_report(case: tuple[str, str, str, str], T: int) -> str:
+def sanitizer_report(case: tuple[str, str, str, str], T: int, smoke: bool) -> str:
     """compute-sanitizer memcheck's first errors for one case (the kernel and the address of a bad access)."""
     argv = ["compute-sanitizer", "--tool", "memcheck", "--print-limit", "3", "--error-exitcode", "99",
-            sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T)]
+            *case_argv(case, T, smoke)]
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
                               env=dict(os.environ, CUDA_LAUNCH_BLOCKING="1"))
@@ -90,32 +99,36 @@ def main() -> None:
                         help=f"one case in this process: {VARIANTS} {SHAPE_NAMES} {DTYPES} {PASSES}")
     parser.add_argument("--device", default="cuda",
                         help="with --case: the device (cpu: Triton's interpreter, TRITON_INTERPRET=1)")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny shapes (1 sequence, 2 heads): checks the script, e.g. on the CPU, not the GPU")
     args = parser.parse_args()
     if args.case:
         variant, shape_name, dtype_name, passes = args.case
         for value, valid in zip(args.case, (VARIANTS, SHAPE_NAMES, DTYPES, PASSES), strict=True):
             if value not in valid:
                 parser.error(f"--case: {value!r} is not one of {', '.join(valid)}")
-        run_case(variant, shape_name, dtype_name, passes, args.T, args.device)
+        run_case(variant, shape_name, dtype_name, passes, args.T, args.device, args.smoke)
         return
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if (args.sanitizer or args.sanitize_failures) and shutil.which("compute-sanitizer") is None:
         parser.error("--sanitizer/--sanitize-failures: compute-sanitizer is not on the PATH")
-    print(f"T={args.T}{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process, "
+    print(f"T={args.T}{', tiny shapes' if args.smoke else ''}"
+          f"{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process, "
           f"{args.jobs} at a time")
     print("| variant | shape | dtype | passes | outcome | s | last lines |\n|---|---|---|---|---|---|---|", flush=True)
     cases = list(itertools.product(VARIANTS, SHAPE_NAMES, DTYPES, PASSES))
     failing = []
     with ThreadPoolExecutor(args.jobs) as pool:
-        outcomes = pool.map(lambda c: probe(c, args.T, args.sanitizer), cases)
+        outcomes = pool.map(lambda c: probe(c, args.T, args.sanitizer, args.smoke), cases)
         for case, (outcome, seconds, tail) in zip(cases, outcomes, strict=True):
             print(f"| {' | '.join(case)} | {outcome} | {seconds:.0f} | {tail if outcome != 'ok' else ''} |", flush=True)
             if outcome != "ok":
                 failing.append(case)
     if args.sanitize_failures:
         for case in failing:
-            print(f"\n{' '.join(case)} under compute-sanitizer memcheck:\n{sanitizer_report(case, args.T)}", flush=True)
+            report = sanitizer_report(case, args.T, args.smoke)
+            print(f"\n{' '.join(case)} under compute-sanitizer memcheck:\n{report}", flush=True)
 
 
 if __name__ == "__main__":

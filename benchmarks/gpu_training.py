@@ -57,7 +57,7 @@ from benchmarks.results_md import markdown_table, write_section
 from benchmarks.time_limit import TimeLimit
 from loglinear.models import MIXERS
 from loglinear.runs.config import load_run_config
-from loglinear.runs.metrics_file import METRICS, read_rows
+from loglinear.runs.metrics_rows import METRICS, read_rows
 from loglinear.runs.train import train
 
 SECTION = "GPU training: impl auto vs chunk"

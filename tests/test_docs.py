@@ -132,11 +132,11 @@ def test_the_mixer_and_lambda_choices_are_the_registries():
 
 def test_run_folder_files_are_the_names_the_code_writes():
     from loglinear.reports import lambda_inspect, lambda_recall
-    from loglinear.runs import checkpoints, folder, metrics_file
+    from loglinear.runs import checkpoints, folder, metrics_rows
     from loglinear.sweeps import manifest
 
     written = {folder.CONFIG, folder.RESULT, folder.LOCK, folder.LAST, folder.INTERRUPTED,
-               checkpoints.CORRUPT_SUFFIX, metrics_file.METRICS, manifest.LOG, lambda_inspect.LEVELS_CSV,
+               checkpoints.CORRUPT_SUFFIX, metrics_rows.METRICS, manifest.LOG, lambda_inspect.LEVELS_CSV,
                lambda_inspect.LEVELS_PNG, lambda_recall.RECALL_CSV, "wandb/"}  # wandb/ is named by wandb itself
     body = sections(page("runs.md"))["The run folder"]
     assert {code(row[0]) for row in table_with(body, "file")} == written

@@ -171,7 +171,8 @@ def test_the_fault_probe_refuses_an_unknown_case_in_one_line():
 
 def test_a_fault_probe_case_runs_the_fused_kernels_past_the_refusals_in_the_interpreter():
     done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--case", "gdn", "mqar", "fp32", "backward",
-                           "--T", "80", "--device", "cpu"], capture_output=True, text=True, cwd=ROOT, timeout=600,
+                           "--T", "80", "--device", "cpu", "--smoke"], capture_output=True, text=True, cwd=ROOT,
+                          timeout=600,
                           env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
 

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loglinear.checks import int_option
-from loglinear.reports.lambda_inspect import PROBE_SEQUENCES
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import fault_line
 from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU
@@ -179,6 +178,8 @@ cannot be read or do not match, or bad arguments, 130 interrupted.
 
 
 def inspect_main(argv: Sequence[str]) -> int:
+    from loglinear.reports.lambda_inspect import PROBE_SEQUENCES
+
     parser = argparse.ArgumentParser(prog="loglinear inspect", description=INSPECT_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", help="a run's out_dir (holding config.yaml and last.ckpt)")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -14,7 +13,7 @@ import torch
 
 from loglinear.runs.config import SOLVED, ConfigError, identity, load_run_config, run_id, to_container
 from loglinear.runs.folder import read_result
-from loglinear.runs.metrics_file import METRICS, read_rows, validation_history
+from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import crossing_step
 from loglinear.runs.train import train
 
@@ -185,24 +184,6 @@ def test_compression_runs_through_the_decoder_head_its_task_names(tmp_path):
     result = train(cfg)
     assert result["status"] == "max_steps" and result["test"]["test/acc"] > 0.2  # chance 1/5; learning starts
     assert "output_head: decoder" in (tmp_path / "run" / "config.yaml").read_text()
-
-
-def test_killed_run_resumes_to_the_same_result(tmp_path):
-    args = [*TINY, "train.max_steps=80", "train.val_every=10", "train.early_stop_threshold=null"]
-    assert cli(*args, f"out_dir={tmp_path / 'whole'}").returncode == 0
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "loglinear", "train", *args, f"out_dir={tmp_path / 'killed'}"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpt, deadline = tmp_path / "killed" / "last.ckpt", time.time() + 240
-    while not (ckpt.is_file() and ckpt.stat().st_size > 0) and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert read_result(tmp_path / "killed") is None, "killed before finishing"
-    assert cli(*args, f"out_dir={tmp_path / 'killed'}").returncode == 0
-    whole, resumed = read_result(tmp_path / "whole"), read_result(tmp_path / "killed")
-    assert resumed["status"] == whole["status"] == "max_steps"
-    assert resumed["final_val"] == whole["final_val"] and resumed["test"] == whole["test"]
 
 
 def test_wandb_offline_logs_locally_without_a_server(tmp_path):

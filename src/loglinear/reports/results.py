@@ -32,7 +32,7 @@ from loglinear.models.config import INIT_OPTIONS
 from loglinear.reports.statistics import Event
 from loglinear.runs.config import GROUPS, SOLVED, ConfigError
 from loglinear.runs.folder import FINISHED, read_result
-from loglinear.runs.metrics_file import METRICS, read_rows, validation_history
+from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,8 @@ from lightning.pytorch.loggers.logger import Logger
 from lightning.pytorch.utilities import rank_zero_only
 
 from loglinear.runs.folder import write_text_atomic
+from loglinear.runs.metrics_rows import METRICS, read_rows
 
-METRICS = "metrics.csv"
 SAVE_EVERY_ROWS = 50  # between checkpoints, save at least this often so that a live run can be followed
 
 
@@ -78,24 +77,3 @@ class MetricsFile(Logger):
     @rank_zero_only
     def finalize(self, status: str) -> None:
         self.save()
-
-
-def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The whole rows of a metrics.csv (empty cells left out), or [] when there is none. A last row cut short
-    (the file does not end where a row ends: a copy cut off, a disk that filled outside this code's writes) is
-    dropped with one line on stderr saying so."""
-    if not path.is_file():
-        return []
-    text = path.read_text()
-    rows = list(csv.DictReader(io.StringIO(text, newline="")))
-    if rows and (not text.endswith("\n") or None in rows[-1].values()):
-        rows.pop()
-        print(f"loglinear train: {path} ends in a row cut short (row {len(rows) + 1}); it is dropped, the "
-              f"{len(rows)} whole rows before it are kept", file=sys.stderr, flush=True)
-    return [{k: v for k, v in row.items() if v not in ("", None)} for row in rows]
-
-
-def validation_history(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
-    """[(steps trained, val/acc)] of the validation rows of a metrics.csv (Lightning logs a validation after n
-    steps at step n - 1)."""
-    return [(int(row["step"]) + 1, float(row["val/acc"])) for row in rows if "val/acc" in row]

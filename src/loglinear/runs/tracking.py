@@ -7,7 +7,8 @@ from typing import Any
 
 import lightning as L
 
-from loglinear.runs.metrics_file import MetricsFile, validation_history
+from loglinear.runs.metrics_file import MetricsFile
+from loglinear.runs.metrics_rows import validation_history
 from loglinear.runs.stopping import crossing_step
 
 
