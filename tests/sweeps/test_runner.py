@@ -97,6 +97,31 @@ def test_progress_line_counts_runs_and_estimates_the_time_left():
     assert eta_seconds([], pending=3, running_elapsed=[], workers=2) is None
 
 
+def test_a_resumed_runs_time_is_not_taken_for_a_whole_runs(tmp_path, monkeypatch):
+    """The first run resumes from a checkpoint and ends at once: no estimate until a run trained whole here."""
+    runs = expand(load_spec(write_spec(tmp_path, {"train.seed": [0, 1, 2]})))
+    out = tmp_path / "out"
+    (out / "runs" / runs[0].run_id).mkdir(parents=True)
+    (out / "runs" / runs[0].run_id / "last.ckpt").write_bytes(b"")
+    finish = "import json, pathlib, sys, time; time.sleep({}); " \
+             "pathlib.Path(sys.argv[1]).with_name('result.json').write_text(json.dumps({{'status': 'max_steps'}}))"
+    seconds = {runs[0].run_id: 0.0, runs[1].run_id: 0.5, runs[2].run_id: 0.5}
+    monkeypatch.setattr(runner, "train_command",
+                        lambda config: [sys.executable, "-c", finish.format(seconds[config.parent.name]), str(config)])
+    estimates = []
+
+    class Recorder(Progress):
+        def update(self, statuses, eta):
+            if "running" in statuses:
+                estimates.append((statuses.count("max_steps"), eta))
+
+    outcome = runner.run_local(runs, out, workers=1, progress=Recorder("tiny", enabled=False))
+    assert list(outcome.statuses.values()) == ["max_steps"] * 3
+    assert {eta for done, eta in estimates if done == 1} == {None}
+    after_a_whole_run = [eta for done, eta in estimates if done == 2]
+    assert after_a_whole_run and None not in after_a_whole_run
+
+
 def test_tiny_sweep_isolates_failing_runs_and_reports(tmp_path, monkeypatch, capsys):
     """Four runs, two workers: two finish, one fails inside `loglinear train` (a strategy Lightning does not
     know, found only when training starts), one process dies without a result. The sweep reports all four."""

@@ -77,7 +77,8 @@ class Progress:
 
 def eta_seconds(durations: list[float], pending: int, running_elapsed: list[float], workers: int) -> float | None:
     """Time left: the mean duration of the runs finished so far for each pending run and for the rest
-    of each running one, shared among the workers; None before any run has finished."""
+    of each running one, shared among the workers; None before any run has finished. `durations` are whole
+    runs': a resumed run's time covers only its rest, so the runner leaves it out."""
     if not durations:
         return None
     mean = sum(durations) / len(durations)

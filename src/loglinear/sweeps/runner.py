@@ -38,6 +38,7 @@ from loglinear.runs.config import ConfigError, to_yaml
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
+    LAST,
     RESULT,
     append_text,
     exclusive,
@@ -48,6 +49,7 @@ from loglinear.runs.folder import (
     write_json_atomic,
     write_text_atomic,
 )
+from loglinear.runs.folder import INTERRUPTED as INTERRUPTED_CHECKPOINT
 from loglinear.runs.folder import LOCK as RUN_LOCK
 from loglinear.sweeps.manifest import LOG, run_dir
 from loglinear.sweeps.progress import ELSEWHERE, REFUSED, Progress, eta_seconds
@@ -137,7 +139,8 @@ class SweepOutcome:
 
 @dataclass
 class RunProcess:
-    """A started `loglinear train` process, its log, and what its result file was before it started."""
+    """A started `loglinear train` process, its log, what its result file was before it started, and whether it
+    resumes a run (whose time here is only the rest of the run)."""
 
     run: Run
     directory: Path
@@ -146,6 +149,7 @@ class RunProcess:
     slot: int
     started: float = field(default_factory=time.monotonic)
     result_mtime: int | None = None
+    resumed: bool = False
 
 
 class _StopRequest:
@@ -194,7 +198,7 @@ def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: 
                     active.remove(job)
                     free.append(job.slot)
                     statuses[job.run.run_id] = finish_run(job)
-                    if statuses[job.run.run_id] in FINISHED:
+                    if statuses[job.run.run_id] in FINISHED and not job.resumed:
                         durations.append(time.monotonic() - job.started)
                 now = time.monotonic()
                 eta = eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs))
@@ -251,7 +255,8 @@ def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> 
         preexec_fn=_child_signals,
     )
     mtime = result.stat().st_mtime_ns if result.is_file() else None
-    return RunProcess(run, directory, process, log, slot, result_mtime=mtime)
+    resumed = any((directory / name).is_file() for name in (LAST, INTERRUPTED_CHECKPOINT))
+    return RunProcess(run, directory, process, log, slot, result_mtime=mtime, resumed=resumed)
 
 
 def finish_run(job: RunProcess) -> str:
