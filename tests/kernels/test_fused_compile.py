@@ -31,6 +31,8 @@ from .helpers import make_inputs
 pytest.importorskip("triton")
 from .offline import Launch, distinct, recorded_launches  # noqa: E402  (after the importorskip)
 
+# one worker under pytest-xdist: the recorded launches (a module fixture, tens of seconds) are made once
+pytestmark = pytest.mark.xdist_group("fused_compile")
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 KERNELS = {"intra.intra_fwd_kernel", "intra.intra_bwd_kernel", "scan.scan_fwd_kernel", "scan.scan_bwd_kernel",
            "delta_prep._delta_prep_fwd_kernel", "delta_prep._delta_prep_bwd_kernel"}
