@@ -55,7 +55,8 @@ def run_case(variant: str, shape_name: str, dtype_name: str, passes: str, T: int
 
 def case_argv(case: tuple[str, str, str, str], T: int, smoke: bool) -> list[str]:
     """The command that runs one case in a process of its own."""
-    return [sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T), *(["--smoke"] * smoke)]
+    argv = [sys.executable, "-m", "benchmarks.fault_probe", "--case", *case, "--T", str(T)]
+    return [*argv, "--smoke"] if smoke else argv
 
 
 def probe(case: tuple[str, str, str, str], T: int, sanitizer: bool, smoke: bool) -> tuple[str, float, str]:

@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def loaded_after(statements: str, libraries: tuple[str, ...], tmp_path: Path) -> tuple[list[str], str]:
+def loaded_after(statements: str, libraries: tuple[str, ...]) -> tuple[list[str], str]:
     """Which of `libraries` a fresh interpreter has loaded after `statements`; and its stderr."""
     script = f"import sys\n{statements}\nprint([m for m in {libraries!r} if m in sys.modules])\n"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
@@ -22,10 +22,10 @@ def loaded_after(statements: str, libraries: tuple[str, ...], tmp_path: Path) ->
 def test_a_mistyped_train_command_fails_before_the_training_and_report_libraries_load(tmp_path):
     statements = ("from loglinear.cli import main\n"
                   f"assert main(['train', 'configs/mqar_cpu.yaml', 'out_dir={tmp_path}', 'model.d_modle=32']) == 2")
-    loaded, stderr = loaded_after(statements, ("lightning", "matplotlib", "scipy"), tmp_path)
+    loaded, stderr = loaded_after(statements, ("lightning", "matplotlib", "scipy"))
     assert loaded == [] and "model.d_modle" in stderr
 
 
-def test_sweeps_and_their_reports_run_without_the_training_libraries(tmp_path):
+def test_sweeps_and_their_reports_run_without_the_training_libraries():
     statements = "import loglinear.cli, loglinear.sweeps.commands, loglinear.reports.sweep_run"
-    assert loaded_after(statements, ("lightning", "torchmetrics"), tmp_path)[0] == []
+    assert loaded_after(statements, ("lightning", "torchmetrics"))[0] == []

@@ -249,13 +249,13 @@ def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> 
                                  f"{subprocess.list2cmdline(command)}\n")
     log = open(directory / LOG, "a")
     result = directory / RESULT
+    mtime = result.stat().st_mtime_ns if result.is_file() else None  # before the process can write either
+    resumed = any((directory / name).is_file() for name in (LAST, INTERRUPTED_CHECKPOINT))
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
         start_new_session=True,  # a Ctrl-C on the terminal reaches the runner only, which forwards one SIGINT
         preexec_fn=_child_signals,
     )
-    mtime = result.stat().st_mtime_ns if result.is_file() else None
-    resumed = any((directory / name).is_file() for name in (LAST, INTERRUPTED_CHECKPOINT))
     return RunProcess(run, directory, process, log, slot, result_mtime=mtime, resumed=resumed)
 
 
