@@ -52,11 +52,16 @@ def test_a_number_of_extensions_outside_its_range_is_an_error(extensions):
         spec([1.0e-2], extensions=extensions)
 
 
-def test_a_grid_with_one_learning_rate_per_cell_promises_no_extension(tmp_path, capsys):
+@pytest.mark.parametrize(("grid", "extensions", "said"), [
+    ({"model.d_model": [16, 32]}, 2, "no grid extension (each cell has a single learning rate"),
+    ({"train.lr": [1.0e-3, 1.0e-2]}, 0, "no grid extension (protocol.extensions: 0"),
+    ({"train.lr": [1.0e-3, 1.0e-2]}, 2, "up to 2 more beyond it on the selection seeds"),
+])
+def test_the_plan_says_whether_the_grid_may_be_extended(tmp_path, capsys, grid, extensions, said):
     assert not extendable(spec([1.0e-2])) and extendable(spec([1.0e-3, 1.0e-2]))
-    path = write_spec(tmp_path, {"model.d_model": [16, 32]})
-    path.write_text(path.read_text()
-                    + "protocol: {selection_seeds: [0], confirmation_seeds: [1], allow_few_selection_seeds: true}\n")
+    path = write_spec(tmp_path, grid)
+    path.write_text(path.read_text() + "protocol: {selection_seeds: [0], confirmation_seeds: [1], "
+                    f"allow_few_selection_seeds: true, extensions: {extensions}}}\n")
     assert main(["sweep", "run", str(path), "--out", str(tmp_path / "out"), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "no grid extension (each cell has a single learning rate" in out and "more beyond it" not in out
+    assert said in out and out.count("grid extension") + out.count("more beyond it") == 1

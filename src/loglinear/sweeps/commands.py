@@ -67,9 +67,13 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
     if spec.protocol is not None:
         seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
-        extensions = (f"for each cell whose pick sits at an edge of its learning rates, up to "
-                      f"{spec.protocol.extensions} more beyond it on the selection seeds" if extendable(spec) else
-                      "no grid extension (each cell has a single learning rate: no pick sits at an edge)")
+        if not extendable(spec):
+            extensions = "no grid extension (each cell has a single learning rate: no pick sits at an edge)"
+        elif spec.protocol.extensions == 0:
+            extensions = "no grid extension (protocol.extensions: 0; an edge pick is marked, not extended)"
+        else:
+            extensions = (f"for each cell whose pick sits at an edge of its learning rates, up to "
+                          f"{spec.protocol.extensions} more beyond it on the selection seeds")
         print(f"then, once these selection runs are done: {extensions}; then each cell's "
               f"selected learning rate on the confirmation seeds {seeds} "
               f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
