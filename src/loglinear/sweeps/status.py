@@ -4,8 +4,8 @@ A run with a result is done (early_stopped, max_steps), diverged or failed. A ru
 running or pending (with Slurm's reason) while its task of the latest Slurm submission that holds it
 (`<out>/slurm_jobs.json`, written by `--launcher submitit`) is in the queue, or running while a process
 holds its folder's lock (a local sweep, or a `loglinear train` by hand); otherwise it is
-`stopped` (it has a checkpoint: the sweep's command resumes it) or `not started`. Nothing is
-submitted or changed.
+`stopped` (it has a checkpoint: the sweep's command resumes it) or `not started`. A running run also says how
+far its metrics.csv has got (`step 1,250 of 2,000`). Nothing is submitted or changed.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from loglinear.runs.folder import FINISHED, INTERRUPTED, LAST, LOCK, holder, result_of
+from loglinear.runs.metrics_rows import METRICS, read_rows
 from loglinear.sweeps.manifest import read_manifest, run_dir
 
 
@@ -52,16 +53,26 @@ def sweep_status(out: Path, with_queue: bool = True) -> list[RunState]:
             detail = error.splitlines()[0][:200] if status == "failed" and error else ""
             states.append(RunState(rid, status, task_id, detail, point))
         elif task is not None:
-            detail = "" if task.running else task.reason + (f": {task.never_starts}" if task.never_starts else "")
+            detail = (progress(directory, entry) if task.running else
+                      task.reason + (f": {task.never_starts}" if task.never_starts else ""))
             states.append(RunState(rid, "running" if task.running else "pending", task_id, detail, point))
         elif (pid := holder(directory / LOCK)) is not None:  # a process on this machine holds the run
-            states.append(RunState(rid, "running", task_id, f"pid {pid}" if pid else "", point))
+            detail = ", ".join(part for part in (f"pid {pid}" if pid else "", progress(directory, entry)) if part)
+            states.append(RunState(rid, "running", task_id, detail, point))
         else:
             saved = [p for p in (directory / LAST, directory / INTERRUPTED) if p.is_file()]
             checkpoint = max(saved, key=lambda p: p.stat().st_mtime_ns, default=None)
             states.append(RunState(rid, "stopped" if checkpoint else "not started", task_id,
                                    f"resumes from {checkpoint.name}" if checkpoint else "", point))
     return states
+
+
+def progress(directory: Path, entry: dict) -> str:
+    """How many steps a run's metrics.csv has logged, of its configuration's max_steps ("" before its first row)."""
+    rows = read_rows(directory / METRICS)
+    if not rows:
+        return ""
+    return f"step {int(rows[-1]['step']) + 1:,} of {entry['config']['train']['max_steps']:,}"
 
 
 def format_status(name: str, states: list[RunState]) -> str:
