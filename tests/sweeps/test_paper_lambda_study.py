@@ -7,10 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
 from loglinear.cli import sweep_main
-from loglinear.models import build_model
 from loglinear.reports.report import write_report
 from loglinear.runs.folder import write_json_atomic
 from loglinear.sweeps import runner
@@ -19,9 +17,9 @@ from loglinear.sweeps.manifest import RUNS
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.runner import SweepOutcome
 from loglinear.sweeps.spec import expand, load_spec, planned_runs
-from loglinear.synthetics.datamodule import SyntheticDataModule
 
 from ..reports.report_helpers import finished
+from .pairing import drawn_apart, initial_weights, same_first_batch
 
 SWEEPS = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
 SPEC, PAPER = SWEEPS / "mqar_paper_lambda_cpu.yaml", SWEEPS / "mqar_paper_cpu.yaml"
@@ -76,19 +74,16 @@ def test_the_lambda_arms_start_apart_only_in_lambdas_own_parameters_on_the_same_
             for r in expand(load_spec(SPEC))}
     seed = 17
     softplus_cfg = runs[(LOG_LINEAR, "softplus", RATES[1], seed)]
-    softplus = dict(build_model(softplus_cfg.model, seed=seed).named_parameters())
-    batch = next(iter(SyntheticDataModule(softplus_cfg.data).train_dataloader()))
+    softplus = initial_weights(softplus_cfg)
     for lam in ("bounded", "static", "constant"):
         cfg = runs[(LOG_LINEAR, lam, RATES[1], seed)]
         assert cfg.data == softplus_cfg.data and cfg.train == softplus_cfg.train
-        other = dict(build_model(cfg.model, seed=seed).named_parameters())
-        shared = set(softplus) & set(other)
-        differing = (set(softplus) ^ set(other)) | {n for n in shared if not torch.equal(softplus[n], other[n])}
+        other = initial_weights(cfg)
+        differing = (set(softplus) ^ set(other)) | drawn_apart(softplus, other)
         assert differing and all(".lambda_head." in name for name in differing)
         assert {n for n in softplus if ".lambda_head." not in n} == {n for n in other if ".lambda_head." not in n}
-        assert "embedding.weight" in shared
-        other_batch = next(iter(SyntheticDataModule(cfg.data).train_dataloader()))
-        assert all(torch.equal(batch[k], other_batch[k]) for k in ("inputs", "targets"))
+        assert "embedding.weight" in set(softplus) & set(other)
+        assert same_first_batch(softplus_cfg, cfg)
 
 
 def made_up_accuracy(mixer: str, lam: str, seed: int) -> float:

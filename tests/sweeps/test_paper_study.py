@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
-from loglinear.models import MIXERS, build_model
+from loglinear.models import MIXERS
 from loglinear.sweeps.spec import expand, load_spec, planned_runs
-from loglinear.synthetics.datamodule import SyntheticDataModule
+
+from .pairing import drawn_apart, initial_weights, same_first_batch
 
 SWEEPS = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
 SPEC, MAMBA2_SPEC = SWEEPS / "mqar_paper_cpu.yaml", SWEEPS / "mqar_paper_mamba2_cpu.yaml"
@@ -63,13 +63,10 @@ def test_each_pair_shares_its_data_and_every_initial_weight_drawn_by_the_same_ru
     assert MIXERS[mixer].base == base
     loglin_cfg, base_cfg = runs[(mixer, lr, seed)], runs[(base, lr, seed)]
     assert loglin_cfg.data == base_cfg.data and loglin_cfg.train == base_cfg.train
-    loglin = dict(build_model(loglin_cfg.model, seed=loglin_cfg.train.seed).named_parameters())
-    shared = dict(build_model(base_cfg.model, seed=base_cfg.train.seed).named_parameters())
-    apart = {name for name, value in shared.items() if not torch.equal(loglin[name], value)}
+    shared = initial_weights(base_cfg)
+    apart = drawn_apart(initial_weights(loglin_cfg), shared)
     layers = range(base_cfg.model.n_layers)
     expected = {f"blocks.{i}.mixer.{name}" for i in layers for name in APART[path]}
     assert apart == expected
     assert "embedding.weight" in shared and len(shared) - len(apart) > len(apart)
-    batches = [next(iter(SyntheticDataModule(cfg.data).train_dataloader())) for cfg in (loglin_cfg, base_cfg)]
-    assert torch.equal(batches[0]["inputs"], batches[1]["inputs"])
-    assert torch.equal(batches[0]["targets"], batches[1]["targets"])
+    assert same_first_batch(loglin_cfg, base_cfg)
