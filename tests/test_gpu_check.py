@@ -1,6 +1,6 @@
 """benchmarks.gpu_check and its parts, on the CPU: the dry run, the time limit, a failed step recorded while the
 next one runs, the record; the determinism probe in Triton's interpreter; the GPU-against-CPU comparison on
-made-up outcomes; the GPU found deciding which of fla's kernels are tried."""
+made-up runs; the GPU found deciding which of fla's kernels are tried."""
 
 from __future__ import annotations
 
@@ -115,42 +115,69 @@ def test_the_determinism_probe_reports_the_largest_difference_between_calls(monk
     assert "| mamba2 | fp32 | 0 | 0.5 | **differs** |" in text and "error: RuntimeError: boom" in text
 
 
-def test_gpu_and_cpu_outcomes_agree_within_the_declared_tolerances():
-    cpu = {("mamba2", 0): {"val/acc": 0.50, "test/acc": 0.40, "test/loss": 2.000},
-           ("mamba2", 1): {"val/acc": 0.50, "test/acc": 0.40, "test/loss": 2.000},
-           ("attention", 0): {"val/acc": 0.99, "test/acc": 0.98, "test/loss": 0.100}}
-    gpu = {("mamba2", 0): {"val/acc": 0.505, "test/acc": 0.395, "test/loss": 2.015},  # within the tolerances
-           ("mamba2", 1): {"val/acc": 0.50, "test/acc": 0.42, "test/loss": 2.000}}  # test accuracy too far
-    rows, every = sweep_agreement.compare(gpu, cpu)
+def fake_run(sweep_out: Path, mixer: str, seed: int, steps_losses: dict[int, float], status: str = "max_steps"):
+    folder = sweep_out / "runs" / f"{mixer}-{seed}"
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text(json.dumps({
+        "status": status, "config": {"model": {"mixer": mixer}, "train": {"seed": seed}},
+        "final_val": {"val/acc": 0.5, "val/loss": 2.1}, "test": {"test/acc": 0.4, "test/loss": 2.0}}))
+    rows = ["step,train/loss,val/acc"] + [f"{s},{loss},\n{s},,0.1" for s, loss in steps_losses.items()]
+    (folder / "metrics.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_the_window_ends_where_float32_parts_from_float64_on_the_cpu():
+    exact = {9: 4.0, 19: 3.9, 29: 3.8, 39: 3.7, 49: 3.6}
+    rounded = {9: 4.0, 19: 3.9 * (1 + 0.5 * sweep_agreement.WINDOW_RTOL), 29: 3.8, 39: 3.7 * 1.001, 49: 3.6}
+    assert sweep_agreement.window(exact, rounded) == [9, 19, 29]
+
+
+def test_a_gpu_run_agrees_only_within_its_window_and_a_short_window_cannot_be_judged():
+    cpu = {9: 4.0, 19: 3.9, 29: 3.8, 39: 3.0}
+    close = {9: 4.0, 19: 3.9 * (1 + 0.5 * sweep_agreement.AGREE_RTOL), 29: 3.8, 39: 3.5}
+    assert sweep_agreement.judge(close, cpu, [9, 19, 29])[1] == "yes"
+    far = {**close, 29: 3.8 * (1 + 2 * sweep_agreement.AGREE_RTOL)}
+    worst, verdict = sweep_agreement.judge(far, cpu, [9, 19, 29])
+    assert verdict == "**no**" and worst == pytest.approx(2 * sweep_agreement.AGREE_RTOL)
+    assert "cannot judge" in sweep_agreement.judge(close, cpu, [9, 19])[1]
+    assert "cannot judge" in sweep_agreement.judge({9: 4.0}, cpu, [9, 19, 29])[1]
+
+
+def test_the_comparison_reads_each_sides_runs_and_a_missing_or_failed_run_does_not_agree(tmp_path):
+    exact = {9: 4.0, 19: 3.9, 29: 3.8, 39: 3.7, 49: 3.0}
+    parted = {**exact, 49: 3.2}  # the float32 CPU run leaves the float64 one at step 49
+    for side, curve in (("gpu", {**parted, 49: 3.4}), ("cpu", parted), ("cpu64", exact)):
+        fake_run(tmp_path / side, "mamba2", 0, curve)
+    fake_run(tmp_path / "gpu", "attention", 0, exact)
+    fake_run(tmp_path / "cpu", "attention", 0, exact, status="failed")
+    fake_run(tmp_path / "cpu64", "attention", 0, exact)
+    runs = {side: sweep_agreement.finished(tmp_path / side) for side in ("gpu", "cpu", "cpu64")}
+    assert sweep_agreement.losses(runs["cpu"]["mamba2", 0]) == parted
+    rows, every = sweep_agreement.compare(runs["gpu"], runs["cpu"], runs["cpu64"])
     assert not every
-    assert [(r[0], r[1], r[-1]) for r in rows] == [
-        ("`attention`", 0, "**no**"), ("`mamba2`", 0, "yes"), ("`mamba2`", 1, "**no**")]
-    assert rows[0][2] == "missing on the GPU"
-    assert sweep_agreement.compare({k: gpu[k] for k in [("mamba2", 0)]}, {("mamba2", 0): cpu["mamba2", 0]})[1]
+    assert [(r[0], r[2], r[-1]) for r in rows] == [("`attention`", "-", "**missing on the CPU**"),
+                                                  ("`mamba2`", "39", "yes")]
+    assert sweep_agreement.compare({("mamba2", 0): runs["gpu"]["mamba2", 0]}, {("mamba2", 0): runs["cpu"]["mamba2", 0]},
+                                   {("mamba2", 0): runs["cpu64"]["mamba2", 0]})[1]
 
 
-def test_the_sweep_of_the_agreement_check_is_the_demos_shortened(tmp_path):
-    spec = sweep_agreement.spec("cpu", 300, 2)
-    assert spec["base"]["train.max_steps"] == 300 and spec["base"]["train.accelerator"] == "cpu"
+def test_the_sweeps_of_the_agreement_check_are_the_demos_shortened(tmp_path):
+    spec = sweep_agreement.spec("cpu", 100, 2)
+    assert spec["base"]["train.max_steps"] == 100 and spec["base"]["train.accelerator"] == "cpu"
+    assert spec["base"]["train.val_every"] == sweep_agreement.LOG_EVERY
     path = tmp_path / "cpu.yaml"
     path.write_text(yaml.safe_dump(spec))
     done = subprocess.run([sys.executable, "-m", "loglinear", "sweep", "run", str(path), "--dry-run", "--out",
                            str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "6 runs" in done.stdout, done.stdout
-    chunk = sweep_agreement.spec("gpu", 300, 2, "chunk")
-    assert chunk["base"]["model.impl"] == "chunk" and chunk["name"] == "gpu_check_mqar_gpu_chunk"
-    assert {k: v for k, v in chunk["base"].items() if k not in ("model.impl", "train.accelerator")} == {
-        k: v for k, v in spec["base"].items() if k not in ("model.impl", "train.accelerator")}
-
-
-def test_the_outcomes_are_read_from_each_finished_runs_result(tmp_path):
-    for name, status, seed in (("a", "max_steps", 0), ("b", "failed", 1)):
-        (tmp_path / "runs" / name).mkdir(parents=True)
-        (tmp_path / "runs" / name / "result.json").write_text(json.dumps({
-            "status": status, "config": {"model": {"mixer": "mamba2"}, "train": {"seed": seed}},
-            "final_val": {"val/acc": 0.5, "val/loss": 2.1}, "test": {"test/acc": 0.4, "test/loss": 2.0}}))
-    assert sweep_agreement.outcomes(tmp_path) == {("mamba2", 0): {"val/acc": 0.5, "test/acc": 0.4, "test/loss": 2.0}}
+    chunk = sweep_agreement.spec("gpu", 100, 2, "chunk")
+    exact = sweep_agreement.spec("cpu", 100, 2, "chunk", "64-true")
+    assert chunk["name"] == "gpu_check_mqar_gpu_chunk" and exact["name"] == "gpu_check_mqar_cpu_chunk_64"
+    assert exact["base"]["train.precision"] == "64-true" and exact["base"]["model.impl"] == "chunk"
+    varied = ("model.impl", "train.accelerator", "train.precision")
+    for other in (chunk, exact):
+        assert {k: v for k, v in other["base"].items() if k not in varied} == {
+            k: v for k, v in spec["base"].items() if k not in varied}
 
 
 def test_a_step_stops_at_its_own_cap_and_leaves_the_rest_for_the_next(tmp_path, monkeypatch):
