@@ -3,9 +3,11 @@ killed mid-run that resumes without redoing finished runs."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,6 +193,29 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     for run in (first, second, third):
         result = json.loads((run / "result.json").read_text())
         assert result["status"] in ("early_stopped", "max_steps")
+
+
+def test_a_moved_sweep_skips_the_finished_runs_it_carries_without_checkpoints(tmp_path):
+    """A sweep folder copied elsewhere with its manifest and one finished run's records (no checkpoint, no
+    train.log) resumes there: that run is not trained again, the other one is, and the report has both."""
+    spec_path = write_spec(tmp_path, {"train.seed": [0, 1]})
+    first, second = [r.run_id for r in expand(load_spec(spec_path))]
+    here, there = tmp_path / "here", tmp_path / "there"
+    assert sweep_main(["run", str(spec_path), "--out", str(here), "--workers", "1", "--quiet"]) == 0
+    (there / "runs" / first).mkdir(parents=True)
+    shutil.copy(here / "manifest.json", there)
+    for name in ("config.yaml", "metrics.csv", "result.json"):
+        shutil.copy(here / "runs" / first / name, there / "runs" / first)
+
+    assert sweep_main(["run", str(spec_path), "--out", str(there), "--workers", "1", "--quiet"]) == 0
+
+    carried = there / "runs" / first
+    assert sorted(p.name for p in carried.iterdir()) == ["config.yaml", "metrics.csv", "result.json"]
+    assert (carried / "result.json").read_text() == (here / "runs" / first / "result.json").read_text()
+    assert json.loads((there / "runs" / second / "result.json").read_text())["status"] in ("early_stopped",
+                                                                                           "max_steps")
+    with open(there / "results.csv", newline="") as f:
+        assert sorted(row["run_id"] for row in csv.DictReader(f)) == sorted([first, second])
 
 
 def test_a_second_runner_on_the_same_folder_is_refused(tmp_path, capsys):
