@@ -25,20 +25,27 @@ def curve(accuracies: list[float]) -> list[tuple[int, float]]:
     return [(100 * (i + 1), a) for i, a in enumerate(accuracies)]
 
 
+SMALL = {"processor": "AMD EPYC", "cpu_capability": "AVX2", "gpu": None, "torch": "2.13.0+cpu", "threads": 1}
+LARGE = {"processor": "Intel Xeon", "cpu_capability": "AVX512", "gpu": "NVIDIA H100 80GB HBM3", "torch": "2.13.0",
+         "threads": 8}
+
+
 def mqar_entries() -> list[dict]:
+    """Runs on two machines: the log-linear runs of the larger learning rate on the GPU machine."""
     entries = []
     for lr, shift in ((1e-3, 0.0), (1e-2, -0.1)):
         for seed in range(3):
             entries.append(run_entry("attention", 16, lr, seed, finished(
                 0.995 + shift + 0.001 * seed, "early_stopped", steps_to_threshold=200 + 100 * seed,
-                implementations={}), curve=curve([0.3, 0.9 + shift, 0.995 + shift])))
+                implementations={}, machine=SMALL), curve=curve([0.3, 0.9 + shift, 0.995 + shift])))
             entries.append(run_entry("mamba2", 16, lr, seed, finished(
-                0.4 + shift + 0.05 * seed, implementations={"blocks.0.mixer": [{"impl": "chunk", "selfcheck": None}]}),
+                0.4 + shift + 0.05 * seed, machine=SMALL,
+                implementations={"blocks.0.mixer": [{"impl": "chunk", "selfcheck": None}]}),
                 curve=curve([0.2, 0.3, 0.35, 0.4 + shift + 0.05 * seed])))
             solved = seed != 1
             entries.append(run_entry("log_linear_mamba2", 16, lr, seed, finished(
                 (0.996 if solved else 0.6) + shift, "early_stopped" if solved else "max_steps",
-                steps_to_threshold=300 if solved else None,
+                steps_to_threshold=300 if solved else None, machine=LARGE if lr > 1e-3 else SMALL,
                 implementations={"blocks.0.mixer": [{"impl": "triton" if seed else "chunk", "selfcheck": None}]}),
                 curve=curve([0.2, 0.7, (0.996 if solved else 0.6) + shift])))
     entries.append(run_entry("mamba2", 32, 1e-3, 0, {"status": "failed", "error": "RuntimeError: boom"}))

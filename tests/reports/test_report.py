@@ -323,3 +323,14 @@ def test_no_mixing_note_for_one_implementation_and_old_results_are_not_recorded(
     assert ["not recorded", "1", "-"] in table_rows(section)
     old = write_report(make_sweep(tmp_path / "old", [run_entry("mamba2", 16, 1e-3, 0, finished(0.5))])).table
     assert "Not recorded in the finished runs' results." in old
+
+
+def test_the_report_counts_the_runs_of_each_machine_and_notes_only_several(tmp_path):
+    one = {"processor": "Weird | CPU", "cpu_capability": "AVX2", "gpu": None, "torch": "2.13.0+cpu", "threads": 2}
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.5, machine=one)) for s in range(2)]
+    entries += [run_entry("mamba2", 16, 1e-3, 2, finished(0.5))]  # a result from before the record existed
+    table = write_report(make_sweep(tmp_path, entries)).table
+    assert "machines (see" not in table  # one recorded machine: no note under the first table
+    section = table.split("## Machines")[1].split("## Missing or failed runs")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "runs |" not in line]
+    assert rows == ["| Weird \\| CPU (AVX2), torch 2.13.0+cpu, 2 threads | 2 |", "| not recorded | 1 |"]

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from loglinear.cli import sweep_main
-from loglinear.reports.files import CSV, ERROR, PASSAGE_REACHED, PASSAGE_STEPS, RECALL, SELFCHECKS
+from loglinear.reports.files import CSV, ERROR, MACHINE, PASSAGE_REACHED, PASSAGE_STEPS, RECALL, SELFCHECKS
 from loglinear.reports.recall_levels import TABLE as RECALL_TABLE
 from loglinear.reports.report import REREPORTED, TABLE, write_report
 from loglinear.reports.results_csv import load_sweep_from_csv
@@ -63,6 +63,8 @@ def planted_sweep(folder: Path) -> Path:
             "step": 300, "steps_to_threshold": reached, "params": 1000 + i, "wall_time_s": 1.5,
             "final_val": {"val/acc": final}, "test": {"test/acc": final - 0.001, "test/acc/seq_len=8": final},
             "implementations": {"blocks.0.mixer": uses} if uses else {},
+            "machine": {"processor": "AMD EPYC", "cpu_capability": "AVX512" if seed else "AVX2", "gpu": None,
+                        "torch": "2.13.0+cpu", "threads": 1},
             "state_size": {"train_seq_len": 8, "test_seq_lens": [8, 16], "per_layer": {"8": 40 + i, "16": 80 + i},
                            "total": {"8": 80 + i, "16": 160 + i}},
             "recall": {"by_level": {"1": [3, 4], "2-3": [1, 4]}, "by_distance": {"1": [2, 2], "2-3": [2, 6]},
@@ -106,13 +108,15 @@ def test_a_rereport_from_results_csv_is_the_report_from_the_run_folders(tmp_path
         assert (again / name).read_text() == (out / name).read_text(), name
     assert "passed on CPU (float32)" in table and "RuntimeError: boom" in table
     assert "(2/3 reached)" in table  # the steps to the threshold, from passage_steps / passage_reached
+    assert "| AMD EPYC (AVX512), torch 2.13.0+cpu, 1 thread | 6 |" in table and "on 2 machines" in table
 
 
 def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(tmp_path):
     spec = planted_sweep(tmp_path)
     out = tmp_path / "out"
     rows = read_rows(out / CSV)
-    old = write_rows(tmp_path / "old.csv", rows, drop=(PASSAGE_STEPS, PASSAGE_REACHED, SELFCHECKS, RECALL, ERROR))
+    old = write_rows(tmp_path / "old.csv", rows,
+                     drop=(PASSAGE_STEPS, PASSAGE_REACHED, SELFCHECKS, MACHINE, RECALL, ERROR))
     sweep = load_sweep_from_csv(old, spec, tmp_path / "again")
     report = write_report(tmp_path / "again", sweep)
     note = next(line for line in report.table.splitlines() if line.startswith(REREPORTED))
@@ -123,7 +127,8 @@ def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(tmp_path):
     assert report.table.split(steps)[1].split("##")[0] == original.split(steps)[1].split("##")[0]
     assert report.table.split("## Paired comparisons")[1] == original.split("## Paired comparisons")[1]
     header = read_rows(tmp_path / "again" / CSV)[0]
-    assert PASSAGE_STEPS in header and not {SELFCHECKS, RECALL, ERROR} & set(header)  # unknown, not "none"
+    assert PASSAGE_STEPS in header and not {SELFCHECKS, MACHINE, RECALL, ERROR} & set(header)  # unknown, not "none"
+    assert "## Machines\n\nNot recorded in the finished runs' results." in report.table
     twice = write_report(tmp_path / "twice", load_sweep_from_csv(tmp_path / "again" / CSV, spec, tmp_path / "twice"))
     assert twice.table == report.table
     by_id = {r.run_id: r for r in sweep.records}

@@ -13,6 +13,7 @@ import torch
 
 from loglinear.runs.config import SOLVED, ConfigError, identity, load_run_config, run_id, to_container
 from loglinear.runs.folder import read_result
+from loglinear.runs.machine import machine, processor_name
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import crossing_step
 from loglinear.runs.train import train
@@ -94,10 +95,13 @@ def test_the_result_carries_the_state_size_at_the_training_and_test_lengths(tmp_
     assert read_result(tmp_path / "run")["state_size"] == result["state_size"]
 
 
-def test_peak_gpu_memory_is_null_off_cuda(tmp_path):
+def test_peak_gpu_memory_is_null_off_cuda_and_the_machine_is_this_ones(tmp_path):
     result = train(tiny(tmp_path, "train.max_steps=10", "train.val_every=10", "train.accelerator=cpu"))
     assert "peak_memory_bytes" in result and result["peak_memory_bytes"] is None
     assert read_result(tmp_path / "run")["peak_memory_bytes"] is None
+    assert read_result(tmp_path / "run")["machine"] == machine(None) == {
+        "processor": processor_name(), "cpu_capability": torch.backends.cpu.get_cpu_capability(), "gpu": None,
+        "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
 @pytest.mark.gpu
@@ -146,6 +150,7 @@ def test_runtime_error_ends_failed_with_the_message(tmp_path):
     assert proc.returncode == 1
     result = read_result(tmp_path / "run")
     assert result["status"] == "failed" and "invalid strategy name" in result["error"]
+    assert result["machine"]["processor"] == processor_name() and result["machine"]["gpu"] is None
 
 
 def test_typo_exits_2_with_one_line_naming_the_key(tmp_path):

@@ -23,11 +23,12 @@ PAIRED_LENGTH_CSV = "paired_by_length.csv"
 STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 PASSAGE_STEPS, PASSAGE_REACHED = "passage_steps", "passage_reached"
-SELFCHECKS, RECALL, ERROR = "selfchecks", "recall", "error"
+SELFCHECKS, MACHINE, RECALL, ERROR = "selfchecks", "machine", "recall", "error"
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
     *RESULT_COLUMNS, PASSAGE_STEPS, PASSAGE_REACHED, "val_score", "test_score", "solved", "escaped", "convergence",
-    "implementations", SELFCHECKS, *(f"state_size_{kind}" for kind in STATE_KINDS), *RECALL_COLUMNS, RECALL, ERROR,
+    "implementations", SELFCHECKS, MACHINE, *(f"state_size_{kind}" for kind in STATE_KINDS), *RECALL_COLUMNS, RECALL,
+    ERROR,
 )
 """`val_accuracy`: the best validation accuracy of the run; `steps_to_threshold`: the step it became solved at
 (result.json's); `passage_steps` / `passage_reached`: the steps until validation accuracy first passed the report's
@@ -39,6 +40,7 @@ unknown; empty for a run without a result): what every table and test of the rep
 `Record.escaped`, `Record.convergence`, at the report's thresholds);
 `implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
 recorded), `selfchecks` the fused kernels' self-check verdicts they relied on (JSON, empty: none);
+`machine`: what the run's result was written on, one line (runs/machine.py; empty: not recorded);
 `state_size_per_layer` / `state_size_total`: what the decoder holds per sequence at the training length (then
 `.../seq_len=L` at each test length L, after the test metrics); `state_at_recall_*`: what it holds at the MQAR test
 queries, `recall` the test accuracy by the recalled key's level and distance (JSON; reports/recall_levels.py);
@@ -70,6 +72,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
             "convergence": r.convergence(report.threshold),
             **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
             "implementations": " ".join(r.implementations or ()), SELFCHECKS: r.selfchecks or None,
+            MACHINE: r.machine,
             **recall_state(r), RECALL: recall_groups(r), ERROR: r.result.get("error"),
         }
         writer.writerow([_csv(fixed[c]) for c in columns] + [_csv(r.test.get(m)) for m in metrics]

@@ -4,8 +4,9 @@ with Wilson intervals, steps to the threshold, how the runs ended, accuracy give
 them, the ranking of the λ parameterisations when λ varies, accuracy by test length, MAD's per-task summary and
 score where the spec asks (`report.mad_score`), the missing or failed runs, then the comparisons: the declared
 primary tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
-(with a note under the first table when they differ), and the equal-state comparison when the sweep has one) and
-PNG plots (with the MQAR accuracy against state size). docs/reports.md describes the protocol and the statistics."""
+and the machines they ran on (each with a note under the first table when they differ), and the equal-state
+comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state size). docs/reports.md
+describes the protocol and the statistics."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from loglinear.reports.tables import (
     format_steps,
     implementations_section,
     length_table,
+    machines_section,
     missing_runs,
     pairs_table,
     pct_text,
@@ -194,6 +196,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
         parts += ["## Paired differences by test length\n", length_paired_table(sweep, by_length, family),
                   LENGTH_PAIRED_NOTE.format(pct=pct)]
     parts += ["## Operator implementations\n", implementations_section(sweep)]
+    parts += ["## Machines\n", machines_section(sweep)]
     parts += ["## Missing or failed runs\n", missing_runs(sweep)]
     parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
     if equal_state:

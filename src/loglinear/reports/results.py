@@ -32,6 +32,7 @@ from loglinear.models.config import INIT_OPTIONS
 from loglinear.reports.statistics import Event
 from loglinear.runs.config import GROUPS, SOLVED, ConfigError
 from loglinear.runs.folder import FINISHED, read_result
+from loglinear.runs.machine import machine_label
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
@@ -224,6 +225,12 @@ class Record:
         if used is None:
             return None
         return tuple(sorted({use["impl"] for uses in used.values() for use in uses}))
+
+    @property
+    def machine(self) -> str | None:
+        """The machine the run's result was written on, as one line (runs/machine.py); None when not recorded."""
+        found = self.result.get("machine")
+        return machine_label(found) if found else None
 
     @property
     def selfchecks(self) -> list[dict[str, Any]]:

@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from loglinear.reports.files import ERROR, PASSAGE_REACHED, PASSAGE_STEPS, RECALL, SELFCHECKS
+from loglinear.reports.files import ERROR, MACHINE, PASSAGE_REACHED, PASSAGE_STEPS, RECALL, SELFCHECKS
 from loglinear.reports.recall_levels import RECALL_COLUMNS
 from loglinear.reports.results import Record, Sweep, arrange
 from loglinear.reports.statistics import Event
@@ -36,7 +36,7 @@ NUMBERS = {"val_accuracy": float, "steps_to_threshold": int, "step": int, "param
 """result.json's numbers that results.csv holds under the same name."""
 TEST_PREFIX, STATE_PREFIX, RECALL_STATE = "test/", "state_size_", "state_at_recall_"
 UNKNOWN = "unknown"
-OPTIONAL = (SELFCHECKS, RECALL, ERROR)
+OPTIONAL = (SELFCHECKS, MACHINE, RECALL, ERROR)
 """Columns whose empty cell means "none": a re-report of a CSV without them leaves them out (Sweep.absent_columns)."""
 
 
@@ -65,6 +65,10 @@ class CsvRecord(Record):
     def implementations(self) -> tuple[str, ...] | None:
         """As results.csv lists them: an empty cell is no implementation (it also stood for "not recorded")."""
         return tuple(self.columns.get("implementations", "").split()) if self.status in FINISHED else None
+
+    @property
+    def machine(self) -> str | None:
+        return self.columns.get(MACHINE) or None
 
     @property
     def selfchecks(self) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ and the missing runs; with the notes that say how to read them."""
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any
 
 from loglinear.reports.frontier import PAIRS_PREFIX
@@ -48,6 +49,15 @@ IMPLEMENTATIONS_NOTE = (
     "and the fused kernels' self-check verdicts they relied on (docs/operator.md, \"The fused kernels' self-check\")."
 )
 
+SEVERAL_MACHINES_NOTE = (
+    "These tables are built from runs whose results were written on {n} machines (see \"Machines\" below)."
+)
+
+MACHINES_NOTE = (
+    "The machines the finished runs' results were written on (result.json `machine`): the processor, the instruction "
+    "set torch's CPU kernels used, the GPU, torch's version and the threads. Processors round differently, and a run "
+    "whose accuracy sits near a threshold can end otherwise on another machine (docs/reports.md, \"Machines\")."
+)
 
 def pct_text(threshold: float) -> str:
     return f"{100 * threshold:g}"
@@ -126,7 +136,10 @@ def accuracy_note(sweep: Sweep, pct: str) -> str:
     if len(lengths) >= 2:
         note = f"{note} {SEVERAL_LENGTHS_NOTE.format(lengths=', '.join(map(str, lengths)))}"
     mixed = mixed_implementations(sweep)
-    return note if not mixed else note + "\n\n" + MIXED_NOTE.format(counts=mixed)
+    if mixed:
+        note += "\n\n" + MIXED_NOTE.format(counts=mixed)
+    machines = sum(label is not None for label in machine_counts(sweep))
+    return note if machines < 2 else note + "\n\n" + SEVERAL_MACHINES_NOTE.format(n=machines)
 
 
 def mixed_implementations(sweep: Sweep) -> str | None:
@@ -154,6 +167,20 @@ def implementations_section(sweep: Sweep) -> str:
     rows = [[label, str(n), verdicts] for (label, verdicts), n in groups.items()]
     return IMPLEMENTATIONS_NOTE + "\n\n" + markdown_table(["implementations", "runs", "self-check"], rows)
 
+
+def machines_section(sweep: Sweep) -> str:
+    """One row per machine among the finished runs, with how many runs ran there, most first, "not recorded" last."""
+    counts = machine_counts(sweep)
+    if set(counts) <= {None}:
+        return "Not recorded in the finished runs' results."
+    ordered = sorted(counts.items(), key=lambda item: (item[0] is None, -item[1]))
+    rows = [[(label or "not recorded").replace("|", "\\|"), str(n)] for label, n in ordered]
+    return MACHINES_NOTE + "\n\n" + markdown_table(["machine", "runs"], rows)
+
+
+def machine_counts(sweep: Sweep) -> Counter:
+    """How many finished runs each machine wrote the result of (None: not recorded)."""
+    return Counter(r.machine for r in sweep.records if r.status in FINISHED)
 
 def implementations_label(implementations: tuple[str, ...] | None) -> str:
     if implementations is None:

@@ -20,7 +20,8 @@ The run directory (`cfg.out_dir`) holds:
                  the log-linear operator: each implementation it ran in this session and the fused
                  kernels' self-check verdict it relied on), `recall` for MQAR (runs/recall_levels.py:
                  test accuracy by the Fenwick level and the distance of the recalled key, and the state held
-                 at the query positions) and `error`.
+                 at the query positions), `machine` (runs/machine.py: the processor, torch's CPU instruction set,
+                 the GPU, torch's version and threads of the session that wrote the result) and `error`.
 - `wandb/`       the offline wandb run (unless `logger.wandb.mode=disabled`).
 - `.lock`        held while a process trains the run: a second process is refused.
 A run whose result.json says early_stopped, max_steps or diverged is finished and is not redone.
@@ -64,6 +65,7 @@ from loglinear.runs.folder import (
 )
 from loglinear.runs.init_from import load_initial_weights
 from loglinear.runs.interrupt import Interrupted
+from loglinear.runs.machine import gpu_name, machine, started_gpu
 from loglinear.runs.recall_levels import recall_summary
 from loglinear.runs.state_size import state_size_summary
 from loglinear.runs.stopping import convergence
@@ -147,7 +149,7 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
     except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
         result = {"status": "failed", "convergence": "failed", "error": f"{type(e).__name__}: {e}",
                   "traceback": traceback.format_exc()}
-        result.update(_summary(cfg, None, time.time() - started))
+        result.update(_summary(cfg, None, time.time() - started, started_gpu()))
         if writes:
             write_json_atomic(out / RESULT, result, default=_jsonable)
         raise
@@ -190,8 +192,8 @@ def _difference(before: Any, now: Any, key: str = "") -> str | None:
     return None if before == now else f"{key}: {before!r} -> {now!r}"
 
 
-def _summary(cfg: RunConfig, model: Any, wall: float) -> dict[str, Any]:
-    summary: dict[str, Any] = {"wall_time_s": round(wall, 3), "config": to_container(cfg)}
+def _summary(cfg: RunConfig, model: Any, wall: float, gpu: str | None) -> dict[str, Any]:
+    summary: dict[str, Any] = {"wall_time_s": round(wall, 3), "machine": machine(gpu), "config": to_container(cfg)}
     if model is not None:
         report = model.param_report()
         summary["params"] = report.total
@@ -286,7 +288,8 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     }
     if recall is not None:
         result["recall"] = recall
-    result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started))
+    result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started,
+                           gpu_name(device, trainer.num_devices)))
     return result
 
 
