@@ -59,6 +59,7 @@ MACHINES_NOTE = (
     "whose accuracy sits near a threshold can end otherwise on another machine (docs/reports.md, \"Machines\")."
 )
 
+
 def pct_text(threshold: float) -> str:
     return f"{100 * threshold:g}"
 
@@ -181,6 +182,7 @@ def machines_section(sweep: Sweep) -> str:
 def machine_counts(sweep: Sweep) -> Counter:
     """How many finished runs each machine wrote the result of (None: not recorded)."""
     return Counter(r.machine for r in sweep.records if r.status in FINISHED)
+
 
 def implementations_label(implementations: tuple[str, ...] | None) -> str:
     if implementations is None:
