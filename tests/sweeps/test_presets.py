@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -171,8 +172,12 @@ def test_grazzi_parity_spec_is_their_public_protocol():
 
 @pytest.mark.parametrize("folder", sorted(p for p in RESULTS.iterdir() if p.is_dir()), ids=lambda p: p.name)
 def test_committed_results_are_the_runs_their_spec_makes_today(folder):
-    """Every run of the spec's first stage is a row of the committed results.csv under the same id: an id change
-    (an option added to the run config without ID_OMITTED_AT_DEFAULT) would leave the results unreproducible."""
-    with open(folder / "results.csv") as f:
-        committed = {row["run_id"] for row in csv.DictReader(f)}
+    """Every run of the spec's first stage is a row of the committed results.csv under the same id (or, for a study
+    still running, a run of its committed manifest): an id change (an option added to the run config without
+    ID_OMITTED_AT_DEFAULT) would leave the results unreproducible, and a study in progress unable to resume."""
+    if (folder / "results.csv").is_file():
+        with open(folder / "results.csv") as f:
+            committed = {row["run_id"] for row in csv.DictReader(f)}
+    else:
+        committed = {run["id"] for run in json.loads((folder / "manifest.json").read_text())["runs"]}
     assert {run.run_id for run in expand(load_spec(CONFIGS / "sweeps" / f"{folder.name}.yaml"))} <= committed
