@@ -25,7 +25,7 @@ SWEEPS = Path(__file__).resolve().parents[2] / "configs" / "sweeps"
 SPEC, PAPER = SWEEPS / "mqar_paper_lambda_cpu.yaml", SWEEPS / "mqar_paper_cpu.yaml"
 LOG_LINEAR = "log_linear_gated_deltanet"
 ARMS = {("gated_deltanet", "softplus")} | {(LOG_LINEAR, lam) for lam in ("softplus", "bounded", "static", "constant")}
-RATES = (3.33e-3, 1.0e-2, 3.0e-2)
+RATES = (1.0e-2, 3.0e-2, 9.0e-2)
 
 
 def test_the_study_runs_the_paper_regime_with_four_lambdas_on_the_same_three_rates():
@@ -48,21 +48,21 @@ def test_the_study_runs_the_paper_regime_with_four_lambdas_on_the_same_three_rat
     assert design.power == pytest.approx(0.77, abs=0.005)
 
 
-def test_the_rates_are_the_paper_studys_grid_and_its_one_step_below_it():
+def test_the_rates_are_the_paper_studys_grid_and_its_one_step_above_it():
     paper = load_spec(PAPER)
-    assert sorted(paper.grid["train.lr"]) == list(RATES[1:]) and paper.protocol.extensions == 1
-    assert beyond(min(RATES[1:]), "lowest", grid_step(paper)) == RATES[0]
+    assert sorted(paper.grid["train.lr"]) == list(RATES[:2]) and paper.protocol.extensions == 1
+    assert beyond(max(RATES[:2]), "highest", grid_step(paper)) == RATES[2]
 
 
 def test_the_reference_arms_are_the_paper_studys_runs():
     """Gated DeltaNet and the softplus arm have mqar_paper_cpu's run ids at all three rates (its grid, and the
-    rate below it on the selection seeds as its extension stage plans it), so their folders can be copied."""
+    rate above it on the selection seeds as its extension stage plans it), so their folders can be copied."""
     paper = load_spec(PAPER)
     grid_runs = expand(paper)
-    lowest = min(paper.grid["train.lr"])
+    highest = max(paper.grid["train.lr"])
     first_seed = paper.protocol.selection_seeds[0]
-    extended = expand(paper, extension_points(paper, [(r.point, RATES[0]) for r in grid_runs
-                                                      if r.point["train.lr"] == lowest
+    extended = expand(paper, extension_points(paper, [(r.point, RATES[2]) for r in grid_runs
+                                                      if r.point["train.lr"] == highest
                                                       and r.point["train.seed"] == first_seed]))
     theirs = {r.run_id for r in grid_runs + extended}
     ours = {r.run_id for r in expand(load_spec(SPEC)) if r.config.model.lambda_param == "softplus"}
