@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import csv
 
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
 from loglinear.reports.recall_levels import PLOT, TABLE, recall_plot, recall_tables
 from loglinear.reports.report import CSV, write_report
 from loglinear.reports.results import load_sweep
@@ -73,3 +75,14 @@ def test_the_query_count_above_a_bucket_gives_its_range_when_the_seeds_differ(tm
                for seed, (near, far) in enumerate([((9, 10), (5, 31)), ((10, 10), (6, 45))])]
     by_distance, by_level = recall_plot(load_sweep(make_sweep(tmp_path, entries))).axes[:2]
     assert sorted(t.get_text() for t in by_level.texts) == ["n=10", "n=31-45"]
+
+
+def test_long_query_counts_stay_below_the_panel_titles(tmp_path):
+    entries = [run_entry("log_linear_gated_deltanet", 16, 1e-2, seed, finished(0.9, recall=recall(1200, near, far)))
+               for seed, (near, far) in enumerate([((9, 10), (5, 20133)), ((10, 10), (6, 22341))])]
+    fig = recall_plot(load_sweep(make_sweep(tmp_path, entries)))
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    for ax in fig.axes[:2]:
+        assert "n=20133-22341" in [t.get_text() for t in ax.texts]
+        title = ax.title.get_window_extent(renderer)
+        assert all(t.get_window_extent(renderer).y1 < title.y0 for t in ax.texts)

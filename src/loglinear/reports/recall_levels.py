@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from loglinear.reports.figures import (
-    COUNTS_PAD,
     Group,
     Palette,
+    counts_pad,
     finish,
     panels,
     run_solved,
@@ -110,6 +110,7 @@ def recall_plot(sweep: Sweep, palette: Palette | None = None) -> Any:
         series = {name: _seed_groups(runs, kind, sweep.report.threshold) for name, (_, runs) in cells.items()
                   if kind == "by_distance" or is_log_linear(runs[0].mixer)}
         seed_points(ax, series, styles)
+        above = [group.above for groups in series.values() for group in groups if group.above]
         labels = sorted({lab for _, runs in cells.values() for r in runs for lab in accuracy_by(r, kind)},
                         key=_low_end)
         ax.set_xscale("log", base=2)
@@ -118,7 +119,7 @@ def recall_plot(sweep: Sweep, palette: Palette | None = None) -> Any:
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.set_ylim(0, 101)
-        ax.set_title("each seed; above it: queries per seed (n, or its range over the seeds)", pad=COUNTS_PAD)
+        ax.set_title("each seed; above it: queries per seed (n, or its range over the seeds)", pad=counts_pad(above))
     return finish(fig, axes, solved_key(None)[:1])
 
 
