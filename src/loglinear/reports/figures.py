@@ -40,12 +40,12 @@ COUNTS_PAD = 40
 """Points between a panel and its title, room for the counts written above the groups."""
 COUNTS_CHAR = 3.6
 """Points one character of those counts takes, written upright in 6-point type."""
+POINTS_NOTE = "points: seeds, filled when the run is solved, hollow when not"
 
 
 def counts_pad(labels: list[str]) -> float:
     """Points between a panel and its title so that the longest of the counts above its groups stays below it."""
     return max([COUNTS_PAD] + [COUNTS_CHAR * len(label) + 8 for label in labels])
-POINTS_NOTE = "points: seeds, filled when the run is solved, hollow when not"
 
 
 @dataclass(frozen=True)
