@@ -22,7 +22,6 @@
       selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
       confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
       extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
-      extensions: 2                  # edge picks: at most this many extra learning rates beyond the grid's edge
                                      # (0 to MAX_EXTENSIONS)
       allow_few_selection_seeds: false   # true: accept fewer than MIN_SELECTION_SEEDS selection seeds
 
