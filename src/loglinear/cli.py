@@ -28,6 +28,12 @@ key (model.mixer=mamba2 train.lr=3.0e-3 out_dir=runs/x). A group may be a file: 
 Rerunning the same command resumes an interrupted run and skips a finished one.
 Exit status: 0 finished (early_stopped, max_steps or diverged), 1 failed (or a full disk), 2 bad config or
 a run folder in use, 130 interrupted by SIGINT (Ctrl-C), 143 by SIGTERM: rerun the same command to resume.
+
+loglinear train --pack RUN/config.yaml RUN/config.yaml ...
+
+Train several runs together as one model (a pack, docs/runs.md#packed-runs): runs that share the model, task
+and shapes and differ in seeds, learning rate and the optimiser's other scalars, budget or init options. Each
+run's folder ends as it would alone. `loglinear sweep run SPEC --pack N` writes the configs and starts the packs.
 """
 
 
@@ -35,6 +41,10 @@ def train_main(argv: Sequence[str]) -> int:
     if any(a in ("-h", "--help") for a in argv):
         print(TRAIN_HELP, end="")
         return 0
+    if argv and argv[0] == "--pack":
+        from loglinear.packing.command import pack_command
+
+        return pack_command(argv[1:])
     from loglinear.runs.command import train_command
 
     preset = argv[0] if argv and "=" not in argv[0] else None
@@ -50,6 +60,7 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
   loglinear sweep run configs/sweeps/demo_cpu.yaml             # run locally, then print the table
   loglinear sweep run SPEC --dry-run                           # list the runs
   loglinear sweep run SPEC --runs-per-gpu 4                    # 4 runs share each GPU at a time
+  loglinear sweep run SPEC --pack 32                           # up to 32 runs trained as one model per process
   loglinear sweep run SPEC --launcher submitit --executor slurm_partition=gpu   # Slurm job array
   loglinear sweep status sweeps_out/demo_cpu                   # done / running / pending (Slurm's reason) / failed
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
@@ -110,6 +121,10 @@ def sweep_parser() -> argparse.ArgumentParser:
                      help="submitit AutoExecutor parameter (repeatable), e.g. slurm_partition=gpu timeout_min=600 "
                           "cpus_per_task=8 gpus_per_node=1, or cluster=local")
     run.add_argument("--quiet", action="store_true", help="no progress line")
+    run.add_argument("--pack", type=int_option(1), metavar="N",
+                     help="train up to N runs that share the model, task and shapes together as one model, in one "
+                          "process (or array task) each: the same results, far fewer steps on a GPU "
+                          "(docs/runs.md#packed-runs)")
     run.set_defaults(command=_run)
 
     status = commands.add_parser("status", help="each run's status from its folder and Slurm's queue (submits nothing)")
@@ -141,7 +156,7 @@ def _run(args: argparse.Namespace) -> int:
     from loglinear.reports.sweep_run import run_sweep
     from loglinear.sweeps.commands import Launch
 
-    launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet)
+    launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet, args.pack)
     return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run)
 
 

@@ -17,7 +17,7 @@ from loglinear.cli import main
 from loglinear.runs.folder import LOCK, exclusive, read_result
 from loglinear.sweeps.manifest import LOG, run_dir, write_manifest
 from loglinear.sweeps.progress import ELSEWHERE
-from loglinear.sweeps.runner import RunFault, RunProcess, finish_run
+from loglinear.sweeps.runner import RunFault, RunProcess, finish_job
 from loglinear.sweeps.spec import expand, load_spec
 
 from .sweep_helpers import write_spec
@@ -47,22 +47,22 @@ def exited(directory: Path, code: int) -> RunProcess:
     (directory / LOG).write_text("the last line of the log\n")
     process = subprocess.Popen([sys.executable, "-c", f"raise SystemExit({code})"])
     process.wait()
-    return RunProcess(None, directory, process, open(directory / LOG, "a"), 0)  # type: ignore[arg-type]
+    return RunProcess([None], [directory], process, open(directory / LOG, "a"), 0)  # type: ignore[list-item]
 
 
 def test_a_refused_run_in_a_folder_held_elsewhere_is_not_written_into(tmp_path):
     run = tmp_path / "run"
     with exclusive(run / LOCK, "held by the test"):
-        assert finish_run(exited(run, 2)) == ELSEWHERE
+        assert finish_job(exited(run, 2)) == {"run": ELSEWHERE}
     assert sorted(p.name for p in run.iterdir()) == [LOCK, LOG]
 
 
 def test_status_1_without_a_result_is_a_fault_of_the_machine_not_a_failure(tmp_path):
     with pytest.raises(RunFault, match=r"exited with status 1 without a result, a fault of the machine .*"
                                        r"the last line of the log.*stays resumable"):
-        finish_run(exited(tmp_path / "run", 1))
+        finish_job(exited(tmp_path / "run", 1))
     assert read_result(tmp_path / "run") is None
-    assert finish_run(exited(tmp_path / "crashed", 3)) == "failed"  # a crash is still the run's failure
+    assert finish_job(exited(tmp_path / "crashed", 3)) == {"crashed": "failed"}  # a crash is still the run's failure
     assert "status 3" in read_result(tmp_path / "crashed")["error"]
 
 

@@ -115,7 +115,7 @@ def test_submitit_job_array_fills_the_same_run_folders(tmp_path, monkeypatch):
         result = json.loads((out / "runs" / run.run_id / "result.json").read_text())
         assert result["status"] == "max_steps"
     assert (out / "table.md").is_file() and any((out / "submitit").iterdir())
-    requeued = TrainJob().checkpoint(run, str(out / "runs" / run.run_id), 1)
+    requeued = TrainJob().checkpoint([run], [str(out / "runs" / run.run_id)], 1)
     assert isinstance(requeued, submitit.helpers.DelayedSubmission) and isinstance(requeued.function, TrainJob)
 
 
@@ -148,13 +148,13 @@ def test_a_task_whose_run_slurm_stopped_exits_without_a_result(tmp_path, monkeyp
     the task exits too, with no result for submitit and none in the run folder, so a requeued task resumes the run."""
     run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
 
-    def start_run(run, directory, env):
+    def start_job(runs, directories, env):
         process = subprocess.Popen([sys.executable, "-c", f"import os, signal, sys; {stop}"])
-        return RunProcess(run, directory, process, open(tmp_path / "train.log", "a"), 0)
+        return RunProcess(runs, directories, process, open(tmp_path / "train.log", "a"), 0)
 
-    monkeypatch.setattr(launchers, "start_run", start_run)
+    monkeypatch.setattr(launchers, "start_job", start_job)
     with pytest.raises(SystemExit) as stopped:
-        TrainJob()(run, str(tmp_path), 1)
+        TrainJob()([run], [str(tmp_path)], 1)
     assert stopped.value.code in (143, -signal.SIGTERM)
     assert not (tmp_path / "result.json").exists()
 
@@ -167,17 +167,17 @@ def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkey
     child = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); "
              "print('ready', flush=True); time.sleep(120)")
 
-    def start_run(run, directory, env):
+    def start_job(runs, directories, env):
         process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
         assert process.stdout.readline() == "ready\n"
-        return RunProcess(run, directory, process, open(tmp_path / "train.log", "a"), 0)
+        return RunProcess(runs, directories, process, open(tmp_path / "train.log", "a"), 0)
 
-    monkeypatch.setattr(launchers, "start_run", start_run)
+    monkeypatch.setattr(launchers, "start_job", start_job)
     job, handled = TrainJob(), {}
 
     def on_timeout(signum, frame):  # what submitit's handler does: checkpoint, requeue, exit
         started = time.monotonic()
-        handled["requeue"] = job.checkpoint(run, str(tmp_path), 1)
+        handled["requeue"] = job.checkpoint([run], [str(tmp_path)], 1)
         handled["seconds"] = time.monotonic() - started
         raise SystemExit(-1)
 
@@ -186,7 +186,7 @@ def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkey
     try:
         timer.start()
         with pytest.raises(SystemExit):
-            job(run, str(tmp_path), 1)
+            job([run], [str(tmp_path)], 1)
     finally:
         timer.cancel()
         signal.signal(signal.SIGUSR2, previous)

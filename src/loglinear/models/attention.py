@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from loglinear.checks import check_int
+from loglinear.kernels.folded import call_folded
 from loglinear.models.layers import apply_rope
 from loglinear.models.mixer import Mixer
 
@@ -70,7 +71,7 @@ class Attention(Mixer):
 
     def forward(self, x: Tensor) -> Tensor:
         q, k, v = self._qkv(x, torch.arange(x.shape[1], device=x.device))
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, H, T, D)
+        o = call_folded(F.scaled_dot_product_attention, q, k, v, is_causal=True)  # (B, H, T, D)
         return self.out_proj(o.transpose(1, 2).flatten(-2))
 
     def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> KVCache:

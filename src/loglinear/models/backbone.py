@@ -108,6 +108,8 @@ class LanguageModel(nn.Module):
     (B, T, vocab); with a boolean score_mask (B, T) returns logits only where it is true, shape
     (score_mask.sum(), vocab) in row-major order (= full_logits[score_mask]), skipping the final norm
     and the vocabulary projection elsewhere (they dominate the cost when few positions are scored).
+    `model(inputs, at=index)` with index (P,) int64 positions in the flattened (B * T) batch returns the logits
+    (P, vocab) there: the same logits in a shape that does not depend on the data (packed training pads index).
 
     Decoding: `cache = model.init_cache(batch_size, max_len)`, then
     `logits_t, cache = model.step(tokens_t, cache)` with tokens_t (B,) and logits_t (B, vocab);
@@ -128,12 +130,14 @@ class LanguageModel(nn.Module):
         if cfg.tie_embeddings:
             self.lm_head.weight = self.embedding.weight
 
-    def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
+    def forward(self, inputs: Tensor, score_mask: Tensor | None = None, *, at: Tensor | None = None) -> Tensor:
         h = self.embedding(inputs)
         for block in self.blocks:
             h = block(h)
         h = self.head(h)
-        if score_mask is not None:
+        if at is not None:
+            h = h.flatten(0, 1).index_select(0, at)
+        elif score_mask is not None:
             if score_mask.dtype != torch.bool or score_mask.shape != inputs.shape:
                 raise ValueError(
                     f"score_mask must be a bool tensor of the inputs' shape {tuple(inputs.shape)}, "

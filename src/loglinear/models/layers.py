@@ -62,17 +62,21 @@ class _CausalDepthwiseConv(torch.autograd.Function):
     """y_t = sum_j w_j x_{t-k+1+j} over x (B, T, C), w (C, k), zero before the first token.
 
     Forward and backward add shifted slices in place: no padded copy of x, and none of the padded
-    zero gradients that slicing a padded input costs autograd in the backward.
+    zero gradients that slicing a padded input costs autograd in the backward. Under `torch.func.vmap` (packed
+    runs, each with its own w) the mapped axis folds into the channels, which the convolution keeps apart.
     """
 
     @staticmethod
-    def forward(ctx, x: Tensor, w: Tensor) -> Tensor:
+    def forward(x: Tensor, w: Tensor) -> Tensor:
         T, k = x.shape[1], w.shape[1]
         y = x * w[:, k - 1]
         for j, s in ((j, k - 1 - j) for j in range(k - 1) if k - 1 - j < T):  # tap j reads s tokens back
             y[:, s:] += x[:, : T - s] * w[:, j]
-        ctx.save_for_backward(x, w)
         return y
+
+    @staticmethod
+    def setup_context(ctx, inputs: tuple[Tensor, Tensor], output: Tensor) -> None:
+        ctx.save_for_backward(*inputs)
 
     @staticmethod
     def backward(ctx, dy: Tensor) -> tuple[Tensor, Tensor]:
@@ -86,6 +90,13 @@ class _CausalDepthwiseConv(torch.autograd.Function):
             dw[:, j] = (dy[:, s:] * x[:, : T - s]).sum((0, 1))
         return dx, dw
 
+    @staticmethod
+    def vmap(info, in_dims: tuple[int | None, int | None], x: Tensor, w: Tensor) -> tuple[Tensor, int]:
+        runs = info.batch_size
+        x = x.movedim(in_dims[0], -2) if in_dims[0] is not None else x[..., None, :].expand(*x.shape[:-1], runs, -1)
+        w = w.movedim(in_dims[1], 0) if in_dims[1] is not None else w.expand(runs, *w.shape)
+        y = _CausalDepthwiseConv.apply(x.flatten(-2), w.flatten(0, 1))  # (B, T, runs * C)
+        return y.unflatten(-1, (runs, -1)), 2
 
 class ShortConv(nn.Module):
     """Depthwise causal convolution over time followed by SiLU: y_t = silu(b + sum_j w_j * x_{t-k+1+j}).

@@ -26,9 +26,9 @@ from loglinear.kernels import (
     log_linear_attn_step,
     occupied_levels,
     resolve_impl,
-    run_impl,
     value_checks,
 )
+from loglinear.kernels.folded import run_impl_mappable
 from loglinear.models.decay_init import A_RANGE
 from loglinear.models.init import INIT_STD
 from loglinear.models.lambda_params import LambdaHead
@@ -160,7 +160,7 @@ class LinearAttentionMixer(Mixer):
         # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
         # operator's value checks (a pass over every input and a host sync per call) stay off here
         with value_checks(False):
-            o, _ = run_impl(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=self._chunk_size(x))
+            o = run_impl_mappable(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=self._chunk_size(x))
         return self.output(o, conv_out, rest)
 
     def implementations(self) -> list[dict[str, Any]]:

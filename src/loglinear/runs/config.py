@@ -438,6 +438,18 @@ def _value_at(config: dict[str, Any], dotted: str) -> tuple[Any, ...]:
     return (values[name],) if isinstance(values, dict) and name in values else ()
 
 
+def difference(before: Any, now: Any, key: str = "") -> str | None:
+    """The first key whose value differs between two configurations (plain dicts), as `key: before -> now`;
+    None when none does."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        for name in sorted(set(before) | set(now)):
+            found = difference(before.get(name), now.get(name), f"{key}.{name}" if key else name)
+            if found:
+                return found
+        return None
+    return None if before == now else f"{key}: {before!r} -> {now!r}"
+
+
 def run_id(cfg: RunConfig) -> str:
     """The stable id of a run: a hash of its resolved configuration's `identity`."""
     config = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}

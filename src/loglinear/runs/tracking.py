@@ -39,19 +39,25 @@ class RunTracker(L.Callback):
             trainer.should_stop = True
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        acc = trainer.callback_metrics.get("val/acc")
-        if acc is None or trainer.sanity_checking:
+        if trainer.callback_metrics.get("val/acc") is None or trainer.sanity_checking:
             return
-        acc = float(acc)
-        self.last_val_step = trainer.global_step
-        self.last_val = {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+        self.record(trainer.global_step,
+                    {k: float(v) for k, v in trainer.callback_metrics.items() if k.startswith("val/")})
+        if self.stopped:
+            trainer.should_stop = True
+
+    def record(self, step: int, val: dict[str, float]) -> None:
+        """Record the validation after `step` steps (its metrics `val`, `val/acc` among them); sets `stopped`
+        once the run is solved and stops there."""
+        acc = val["val/acc"]
+        self.last_val_step = step
+        self.last_val = val
         self.best = acc if self.best is None else max(self.best, acc)
-        self.history.append((trainer.global_step, acc))
+        self.history.append((step, acc))
         if self.steps_to_threshold is None:
             self.steps_to_threshold = crossing_step(self.history, self.threshold, self.evals)
         if self.steps_to_threshold is not None and self.stop_above_threshold:
             self.stopped = True
-            trainer.should_stop = True
 
     def state_dict(self) -> dict[str, Any]:
         return {

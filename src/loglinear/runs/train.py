@@ -49,7 +49,15 @@ from omegaconf import OmegaConf
 
 from loglinear.kernels.cpp_compiler import cpp_compiler
 from loglinear.runs.checkpoints import Resume, resume_point
-from loglinear.runs.config import ConfigError, RunConfig, identity, solved_threshold, to_container, to_yaml
+from loglinear.runs.config import (
+    ConfigError,
+    RunConfig,
+    difference,
+    identity,
+    solved_threshold,
+    to_container,
+    to_yaml,
+)
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
@@ -71,7 +79,7 @@ from loglinear.runs.state_size import state_size_summary
 from loglinear.runs.stopping import convergence
 
 
-def _jsonable(x: Any) -> Any:
+def jsonable(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return x.item()
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
@@ -85,7 +93,7 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
     `DiskFull` when its disk is full (what was saved before stays trusted). Any other exception is
     recorded as status `failed` and re-raised.
     """
-    _check_machine(cfg)
+    check_machine(cfg)
     out = Path(cfg.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not is_rank_zero():  # a data-parallel rank that Lightning started: rank 0 holds the folder and writes its files
@@ -95,7 +103,7 @@ def train(cfg: RunConfig, callbacks: Sequence[Any] = ()) -> dict[str, Any]:
         return _train(cfg, out, callbacks, writes=True)
 
 
-def _check_machine(cfg: RunConfig) -> None:
+def check_machine(cfg: RunConfig) -> None:
     """What the config asks of this machine, checked before the run folder is made: float16 mixed precision
     needs a GPU (on the CPU Lightning would run bf16-mixed while config.yaml says 16-mixed); CUDA graphs need
     CUDA; torch.compile on the CPU needs a C++ compiler."""
@@ -120,6 +128,29 @@ def is_rank_zero() -> bool:
 
 
 def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) -> dict[str, Any]:
+    previous = finished_result(cfg, out)
+    if previous is not None:
+        return previous
+    if writes:
+        write_text_atomic(out / CONFIG, to_yaml(cfg))
+    started = time.time()
+    try:
+        result = _fit(cfg, out, started, callbacks)
+    except (Interrupted, KeyboardInterrupt, DiskFull):
+        raise
+    except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
+        if writes:
+            record_failure(cfg, out, e, started)
+        raise
+    if not writes:
+        return result
+    write_result(out, result)
+    return result
+
+
+def finished_result(cfg: RunConfig, out: Path) -> dict[str, Any] | None:
+    """The result of the run of `cfg` when `out` holds it finished (it is not redone), else None; a ConfigError
+    when `out` holds another run that got somewhere, or a run finished with another configuration."""
     config_path = out / CONFIG
     other = config_path.is_file() and identity(_load_config(config_path)) != identity(to_container(cfg))
     if other and _has_progress(out):
@@ -134,31 +165,27 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
     if previous is not None and previous.get("status") in FINISHED:
         finished_with = previous.get("config")
         now = identity(to_container(cfg))
-        difference = isinstance(finished_with, dict) and _difference(identity(finished_with), now)
-        if difference:
-            raise ConfigError(f"{out} holds a run finished with another configuration ({difference}; the "
+        found = isinstance(finished_with, dict) and difference(identity(finished_with), now)
+        if found:
+            raise ConfigError(f"{out} holds a run finished with another configuration ({found}; the "
                               f"config of its result.json): an edited config.yaml does not redo it; use a new out_dir")
         return previous
-    if writes:
-        write_text_atomic(config_path, to_yaml(cfg))
-    started = time.time()
-    try:
-        result = _fit(cfg, out, started, callbacks)
-    except (Interrupted, KeyboardInterrupt, DiskFull):
-        raise
-    except Exception as e:  # the run's verdict is "failed"; the caller decides the exit code
-        result = {"status": "failed", "convergence": "failed", "error": f"{type(e).__name__}: {e}",
-                  "traceback": traceback.format_exc()}
-        result.update(_summary(cfg, None, time.time() - started, started_gpu()))
-        if writes:
-            write_json_atomic(out / RESULT, result, default=_jsonable)
-        raise
-    if not writes:
-        return result
-    write_json_atomic(out / RESULT, result, default=_jsonable)
+    return None
+
+
+def record_failure(cfg: RunConfig, out: Path, error: Exception, started: float) -> None:
+    """Write the `failed` result of a run that raised `error`."""
+    result = {"status": "failed", "convergence": "failed", "error": f"{type(error).__name__}: {error}",
+              "traceback": traceback.format_exc()}
+    result.update(run_summary(cfg, None, time.time() - started, started_gpu()))
+    write_json_atomic(out / RESULT, result, default=jsonable)
+
+
+def write_result(out: Path, result: dict[str, Any]) -> None:
+    """Write a finished run's result; its interrupted checkpoint goes (last.ckpt holds the final weights)."""
+    write_json_atomic(out / RESULT, result, default=jsonable)
     with contextlib.suppress(FileNotFoundError):
-        (out / INTERRUPTED).unlink()  # last.ckpt holds the final weights
-    return result
+        (out / INTERRUPTED).unlink()
 
 
 def _load_config(path: Path) -> dict[str, Any]:
@@ -181,18 +208,7 @@ def _has_progress(out: Path) -> bool:
     return False
 
 
-def _difference(before: Any, now: Any, key: str = "") -> str | None:
-    """The first key whose value differs, as `key: before -> now` (None when none does)."""
-    if isinstance(before, dict) and isinstance(now, dict):
-        for name in sorted(set(before) | set(now)):
-            found = _difference(before.get(name), now.get(name), f"{key}.{name}" if key else name)
-            if found:
-                return found
-        return None
-    return None if before == now else f"{key}: {before!r} -> {now!r}"
-
-
-def _summary(cfg: RunConfig, model: Any, wall: float, gpu: str | None) -> dict[str, Any]:
+def run_summary(cfg: RunConfig, model: Any, wall: float, gpu: str | None) -> dict[str, Any]:
     summary: dict[str, Any] = {"wall_time_s": round(wall, 3), "machine": machine(gpu), "config": to_container(cfg)}
     if model is not None:
         report = model.param_report()
@@ -269,31 +285,41 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
             status = "max_steps"
         if status != "diverged" and tracker.last_val_step != trainer.global_step:
             trainer.validate(module, datamodule=datamodule, verbose=False)  # the final weights' validation
-        final_val = tracker.last_val
-        test = {} if status == "diverged" else _metrics_of(trainer.test(module, datamodule=datamodule, verbose=False))
+        test = {} if status == "diverged" else float_metrics(trainer.test(module, datamodule=datamodule,
+                                                                          verbose=False))
         recall = None if status == "diverged" else recall_summary(module.model, cfg.data, datamodule.test_dataloader())
     metrics.save()
     _finish_wandb(trainer)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    return run_result(cfg, status, tracker, trainer.global_step, test, recall, peak, stop_reason(cfg, tracker, stopper),
+                      module.model, tracker.elapsed_before + time.time() - started,
+                      gpu_name(device, trainer.num_devices))
+
+
+def run_result(cfg: RunConfig, status: str, tracker: Any, step: int, test: dict[str, float],
+               recall: dict[str, Any] | None, peak: int | None, reason: str | None, model: Any, wall: float,
+               gpu: str | None) -> dict[str, Any]:
+    """The result.json of a finished run (module docstring) from its end: `status`, its `RunTracker`, the steps
+    it trained, its test metrics and recall, its peak GPU memory, why it stopped and its model."""
     result = {
         "status": status,
         "val_accuracy": tracker.best,
-        "step": trainer.global_step,
+        "step": step,
         "steps_to_threshold": tracker.steps_to_threshold,
         "convergence": convergence(status, tracker.steps_to_threshold is not None, tracker.history,
                                    cfg.train.plateau_window, cfg.train.plateau_min_delta),
-        "stop_reason": _stop_reason(cfg, tracker, stopper),
-        "final_val": final_val,
+        "stop_reason": reason,
+        "final_val": tracker.last_val,
         "test": test,
-        "peak_memory_bytes": torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None,
+        "peak_memory_bytes": peak,
     }
     if recall is not None:
         result["recall"] = recall
-    result.update(_summary(cfg, module.model, tracker.elapsed_before + time.time() - started,
-                           gpu_name(device, trainer.num_devices)))
+    result.update(run_summary(cfg, model, wall, gpu))
     return result
 
 
-def _stop_reason(cfg: RunConfig, tracker: Any, stopper: Any) -> str | None:
+def stop_reason(cfg: RunConfig, tracker: Any, stopper: Any) -> str | None:
     if cfg.train.early_stop_threshold is not None and tracker.steps_to_threshold is not None:
         held = "" if cfg.train.threshold_evals == 1 else f" on {cfg.train.threshold_evals} consecutive validations"
         return f"val/acc above {cfg.train.early_stop_threshold}{held} (solved at step {tracker.steps_to_threshold})"
@@ -314,7 +340,7 @@ def _trainer(cfg: RunConfig, out: Path, metrics: Any, callbacks: list[Any], quie
         enable_progress_bar=not quiet,
         enable_model_summary=not quiet,
         gradient_clip_val=cfg.train.grad_clip or None,
-        precision=_precision(cfg.train.precision),
+        precision=resolved_precision(cfg.train.precision),
         accelerator=cfg.train.accelerator,
         devices=cfg.train.devices,
         strategy=cfg.train.strategy,
@@ -347,27 +373,30 @@ def _plugins() -> list[Any]:
     return plugins
 
 
-def _precision(precision: str) -> str:
+def resolved_precision(precision: str) -> str:
     if precision != "auto":
         return precision
     return "bf16-mixed" if torch.cuda.is_available() else "32-true"
 
 
 def _loggers(cfg: RunConfig, out: Path, metrics: Any) -> list[Any]:
+    loggers: list[Any] = [metrics]
+    if cfg.logger.wandb.mode != "disabled":
+        loggers.append(wandb_logger(cfg, out))
+    return loggers
+
+
+def wandb_logger(cfg: RunConfig, out: Path) -> Any:
+    """The run's wandb logger: its id follows the folder, so a resumed run continues the same wandb run."""
     from lightning.pytorch.loggers import WandbLogger
 
-    loggers: list[Any] = [metrics]
     wandb = cfg.logger.wandb
-    if wandb.mode != "disabled":
-        run_id = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:16]  # the same run after a resume
-        loggers.append(
-            WandbLogger(
-                project=wandb.project, entity=wandb.entity, group=wandb.group, name=out.name,
-                id=None if os.environ.get("WANDB_SWEEP_ID") else run_id,  # a wandb agent's run belongs to its sweep
-                save_dir=str(out), mode=wandb.mode, resume="allow", config=to_container(cfg),
-            )
-        )
-    return loggers
+    run_id = hashlib.sha1(str(out.resolve()).encode()).hexdigest()[:16]
+    return WandbLogger(
+        project=wandb.project, entity=wandb.entity, group=wandb.group, name=out.name,
+        id=None if os.environ.get("WANDB_SWEEP_ID") else run_id,  # a wandb agent's run belongs to its sweep
+        save_dir=str(out), mode=wandb.mode, resume="allow", config=to_container(cfg),
+    )
 
 
 def _finish_wandb(trainer: Any) -> None:
@@ -379,7 +408,7 @@ def _finish_wandb(trainer: Any) -> None:
             lg.experiment.finish()
 
 
-def _metrics_of(results: list[dict[str, Any]]) -> dict[str, float]:
+def float_metrics(results: list[dict[str, Any]]) -> dict[str, float]:
     return {k: float(v) for d in results for k, v in d.items() if math.isfinite(float(v))}
 
 

@@ -24,13 +24,15 @@ from loglinear.sweeps.spec import Run, SweepSpec, describe, expand, load_spec, p
 class Launch:
     """How `sweep run` starts runs: `launcher` "local" (processes here: `workers` at a time, or `runs_per_gpu`
     on each GPU) or "submitit" (a Slurm job array of `workers` parallelism, `executor` KEY=VALUE parameters);
-    `quiet`: no progress line."""
+    `quiet`: no progress line; `pack` N: each process (or array task) trains up to N runs that can share a pack
+    together (packing/), else one run."""
 
     launcher: str = "local"
     workers: int | None = None
     runs_per_gpu: int | None = None
     executor: tuple[str, ...] = ()
     quiet: bool = False
+    pack: int | None = None
 
     def __post_init__(self) -> None:
         if self.runs_per_gpu is not None and self.launcher != "local":
@@ -42,8 +44,9 @@ class Launch:
         if self.launcher == "submitit":
             from loglinear.sweeps.launchers import parse_executor_args, submit_array
 
-            return submit_array(runs, out, name, self.workers, parse_executor_args(list(self.executor)), progress)
-        return runner.run_local(runs, out, self.workers, progress, runs_per_gpu=self.runs_per_gpu)
+            return submit_array(runs, out, name, self.workers, parse_executor_args(list(self.executor)), progress,
+                                self.pack)
+        return runner.run_local(runs, out, self.workers, progress, runs_per_gpu=self.runs_per_gpu, pack=self.pack)
 
 
 def sweep_out(spec: SweepSpec, out: str | None) -> Path:

@@ -3,8 +3,8 @@
 Both start exactly the `loglinear train` command of the local runner, so a run lands in the same
 `<out>/runs/<run_id>` folder whichever engine runs it, and any engine can resume it.
 
-- submitit: one array task per unfinished run (`AutoExecutor`: Slurm where `sbatch` exists, else
-  local processes), with CPUs and GPUs per task that fit the partition unless given. The array is
+- submitit: one array task per unfinished run, or per pack of runs with `--pack N` (`AutoExecutor`: Slurm where
+  `sbatch` exists, else local processes), with CPUs and GPUs per task that fit the partition unless given. The array is
   followed in Slurm's queue (`squeue`; no accounting database needed). A task that Slurm times out,
   preempts or requeues has its run save a checkpoint; the requeued task resumes the run.
 - wandb: a grid sweep whose command is `loglinear train <base> out_dir=<out>/runs/{run_id}
@@ -29,7 +29,7 @@ from loglinear.runs.folder import is_finished, status_of, write_text_atomic
 from loglinear.sweeps.arguments import command_line_value, override
 from loglinear.sweeps.manifest import RUNS, run_dir
 from loglinear.sweeps.progress import Progress
-from loglinear.sweeps.runner import GRACE_S, SweepOutcome, cpu_count, finish_run, start_run
+from loglinear.sweeps.runner import GRACE_S, SweepOutcome, cpu_count, finish_job, jobs_of, start_job
 from loglinear.sweeps.spec import Run, SpecError, SweepSpec
 
 SUBMITIT_FOLDER = "submitit"
@@ -46,7 +46,7 @@ checkpoint."""
 
 
 class TrainJob:
-    """The callable of one array task: train (or resume) one run.
+    """The callable of one array task: train (or resume) one run, or one pack of runs.
 
     Slurm stops a task with SIGTERM (requeue, preemption, scancel): the run saves a checkpoint and
     exits, and the task exits without a result, so that a requeued task resumes the run rather than
@@ -57,17 +57,17 @@ class TrainJob:
     def __init__(self) -> None:
         self._process: Any = None
 
-    def __call__(self, run: Run, directory: str, threads: int) -> str:
+    def __call__(self, runs: list[Run], directories: list[str], threads: int) -> list[str]:
         env = {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-        self._process = start_run(run, Path(directory), env)
+        self._process = start_job(runs, [Path(d) for d in directories], env)
         code = self._process.process.wait()
         if code in STOPPED:
             self._process.log.close()
             # SystemExit is not an Exception: submitit writes no result for this task, and a requeued task runs again
             raise SystemExit(code)
-        return finish_run(self._process)
+        return list(finish_job(self._process).values())
 
-    def checkpoint(self, run: Run, directory: str, threads: int) -> Any:
+    def checkpoint(self, runs: list[Run], directories: list[str], threads: int) -> Any:
         import submitit
 
         job = self._process
@@ -77,7 +77,7 @@ class TrainJob:
             deadline = time.monotonic() + GRACE_S
             while not _exited(job.process) and time.monotonic() < deadline:
                 time.sleep(0.2)
-        return submitit.helpers.DelayedSubmission(TrainJob(), run, directory, threads)
+        return submitit.helpers.DelayedSubmission(TrainJob(), runs, directories, threads)
 
 
 def _exited(process: subprocess.Popen) -> bool:
@@ -110,10 +110,10 @@ def partition_defaults(params: dict[str, Any]) -> dict[str, Any]:
 
 
 def submit_array(runs: list[Run], out: Path, name: str, workers: int | None, executor_args: dict[str, Any],
-                 progress: Progress) -> SweepOutcome:
-    """Submit the unfinished runs as one job array, then follow them until they end (Ctrl-C stops
-    following; the jobs go on). On Slurm, runs whose task of an earlier submission is still in the
-    queue are followed, not submitted again; a job that Slurm will never start is cancelled (a
+                 progress: Progress, pack: int | None = None) -> SweepOutcome:
+    """Submit the unfinished runs as one job array (a task per run, or per pack of up to `pack` runs), then follow
+    them until they end (Ctrl-C stops following; the jobs go on). On Slurm, runs whose task of an earlier submission
+    is still in the queue are followed, not submitted again; a job that Slurm will never start is cancelled (a
     SlurmError with Slurm's reason). sbatch's and submitit's refusals are one-line errors too."""
     try:
         import submitit
@@ -133,18 +133,18 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: int | None, exe
     if followed:
         print(f"{len(followed)} runs are still in Slurm's queue from an earlier submission: following them",
               file=sys.stderr)
-    submit = [r for r in todo if r.run_id not in followed]
+    submit = jobs_of([r for r in todo if r.run_id not in followed], pack)
     jobs = _submit(executor, submit, out, workers, params) if submit else []
     if jobs:
-        print(f"submitted {len(jobs)} runs as {executor.cluster} job {jobs[0].job_id.split('_')[0]} "
-              f"(logs: {out / SUBMITIT_FOLDER})", file=sys.stderr)
+        print(f"submitted {sum(map(len, submit))} runs in {len(jobs)} tasks as {executor.cluster} job "
+              f"{jobs[0].job_id.split('_')[0]} (logs: {out / SUBMITIT_FOLDER})", file=sys.stderr)
     try:
         if local:
             return _follow_local(submit, jobs, out, statuses, progress)
         if jobs:
-            tasks = {job.job_id: r.run_id for r, job in zip(submit, jobs, strict=True)}
+            tasks = {job.job_id: [r.run_id for r in group] for group, job in zip(submit, jobs, strict=True)}
             record_submission(out, jobs[0].job_id.split("_")[0], tasks)
-        followed.update({r.run_id: job.job_id for r, job in zip(submit, jobs, strict=True)})
+        followed.update({r.run_id: job.job_id for group, job in zip(submit, jobs, strict=True) for r in group})
         return _follow_slurm(followed, out, statuses, progress)
     except KeyboardInterrupt:
         progress.close()
@@ -157,8 +157,9 @@ def submit_array(runs: list[Run], out: Path, name: str, workers: int | None, exe
         return SweepOutcome(statuses, interrupted=True)
 
 
-def _submit(executor: Any, runs: list[Run], out: Path, workers: int | None, params: dict[str, Any]) -> list[Any]:
-    """Submit `runs` as one array of TrainJob tasks; the submitit jobs."""
+def _submit(executor: Any, groups: list[list[Run]], out: Path, workers: int | None,
+            params: dict[str, Any]) -> list[Any]:
+    """Submit `groups` (a run, or a pack of runs, each) as one array of TrainJob tasks; the submitit jobs."""
     import submitit
 
     from loglinear.sweeps.slurm import SlurmError, error_line
@@ -168,7 +169,7 @@ def _submit(executor: Any, runs: list[Run], out: Path, workers: int | None, para
     if executor.cluster != "slurm":  # every local job starts at once: share the cores
         params = {**SUBMITIT_DEFAULTS, **params}
         params.pop("gpus_per_node", None)
-        threads = max(1, cpu_count() // len(runs))
+        threads = max(1, cpu_count() // len(groups))
     else:
         params = {**partition_defaults(params), **params}
         threads = int(params.get("cpus_per_task") or params.get("slurm_cpus_per_task") or 1)
@@ -176,23 +177,24 @@ def _submit(executor: Any, runs: list[Run], out: Path, workers: int | None, para
         executor.update_parameters(**params)
     except (ValueError, NameError) as e:  # submitit lists every valid parameter: keep the first line
         raise SpecError(f"--executor: {str(e).strip().splitlines()[0]}") from None
-    dirs = [str(run_dir(out, r.run_id).resolve()) for r in runs]
+    dirs = [[str(run_dir(out, r.run_id).resolve()) for r in group] for group in groups]
     printed = io.StringIO()  # submitit prints sbatch's error before raising it: it is said once, below
     try:
         with contextlib.redirect_stderr(printed):
-            jobs = executor.map_array(TrainJob(), runs, dirs, [threads] * len(runs))
+            jobs = executor.map_array(TrainJob(), groups, dirs, [threads] * len(groups))
     except (submitit.core.utils.FailedJobError, submitit.core.utils.FailedSubmissionError) as e:
         raise SlurmError(f"the job array was not submitted: {error_line(str(e))}") from None
     sys.stderr.write(printed.getvalue())
     return jobs
 
 
-def _follow_local(runs: list[Run], jobs: list[Any], out: Path, statuses: dict[str, str],
+def _follow_local(groups: list[list[Run]], jobs: list[Any], out: Path, statuses: dict[str, str],
                   progress: Progress) -> SweepOutcome:
     while True:
         done = [job.done() for job in jobs]
-        for run, finished in zip(runs, done, strict=True):
-            statuses[run.run_id] = status_of(run_dir(out, run.run_id)) if finished else "running"
+        for group, finished in zip(groups, done, strict=True):
+            for run in group:
+                statuses[run.run_id] = status_of(run_dir(out, run.run_id)) if finished else "running"
         progress.update(list(statuses.values()))
         if all(done):
             return SweepOutcome(statuses)

@@ -79,9 +79,22 @@ def write_run_config(run: Run, directory: Path) -> Path:
     return path
 
 
-def train_command(config: Path) -> list[str]:
-    """The command that trains (or resumes) the run whose resolved configuration is `config`."""
-    return [sys.executable, "-m", "loglinear", "train", str(config)]
+def train_command(configs: list[Path]) -> list[str]:
+    """The command that trains (or resumes) the run whose resolved configuration is `configs[0]`, or the runs of
+    `configs` as one pack (`loglinear train --pack`)."""
+    if len(configs) == 1:
+        return [sys.executable, "-m", "loglinear", "train", str(configs[0])]
+    return [sys.executable, "-m", "loglinear", "train", "--pack", *map(str, configs)]
+
+
+def jobs_of(runs: list[Run], pack: int | None) -> list[list[Run]]:
+    """The processes that train `runs`: one run each, or (`pack` N) packs of up to N runs that can share one
+    (packing/compatibility.py; a run that no pack can train runs alone)."""
+    if pack is None or pack == 1:
+        return [[run] for run in runs]
+    from loglinear.packing.compatibility import pack_groups
+
+    return [[runs[i] for i in group] for group in pack_groups([r.config for r in runs], pack)]
 
 
 def cpu_count() -> int:
@@ -139,16 +152,16 @@ class SweepOutcome:
 
 @dataclass
 class RunProcess:
-    """A started `loglinear train` process, its log, what its result file was before it started, and whether it
-    resumes a run (whose time here is only the rest of the run)."""
+    """A started `loglinear train` process training `runs` (one run, or a pack) in `directories`, its log, what each
+    run's result file was before it started, and whether it resumes a run (whose time here is only the rest)."""
 
-    run: Run
-    directory: Path
+    runs: list[Run]
+    directories: list[Path]
     process: subprocess.Popen
     log: IO[str]
     slot: int
     started: float = field(default_factory=time.monotonic)
-    result_mtime: int | None = None
+    result_mtimes: list[int | None] = field(default_factory=list)
     resumed: bool = False
 
 
@@ -168,13 +181,14 @@ class _StopRequest:
 
 
 def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: Progress | None = None,
-              grace_s: float = GRACE_S, runs_per_gpu: int | None = None) -> SweepOutcome:
-    """Run every unfinished run of `runs` into `out/runs/<id>`, `workers` at a time or `runs_per_gpu` on
-    each GPU (`worker_envs`); returns the statuses (see module docstring). Call it inside `exclusive_sweep(out)`."""
+              grace_s: float = GRACE_S, runs_per_gpu: int | None = None, pack: int | None = None) -> SweepOutcome:
+    """Run every unfinished run of `runs` into `out/runs/<id>`, `workers` processes at a time or `runs_per_gpu` on
+    each GPU (`worker_envs`), each process one run or (`pack` N) a pack of up to N runs (`jobs_of`); returns the
+    statuses (see module docstring). Call it inside `exclusive_sweep(out)`."""
     progress = progress or Progress("sweep", enabled=False)
     statuses = {r.run_id: status_of(run_dir(out, r.run_id)) for r in runs}
     statuses = {rid: s if s in FINISHED else "pending" for rid, s in statuses.items()}
-    todo = collections.deque(r for r in runs if statuses[r.run_id] == "pending")
+    todo = collections.deque(jobs_of([r for r in runs if statuses[r.run_id] == "pending"], pack))
     threads = os.environ.get("OMP_NUM_THREADS")
     envs = worker_envs(workers, len(todo), visible_gpus(), cpu_count(), threads, runs_per_gpu) if todo else []
     free = list(range(len(envs)))
@@ -186,19 +200,24 @@ def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: 
         try:
             while (todo or active) and stop.signal is None:
                 while todo and free:
-                    run = todo.popleft()
-                    directory = run_dir(out, run.run_id).resolve()
-                    if _held_elsewhere(directory):
-                        statuses[run.run_id] = ELSEWHERE
+                    job = todo.popleft()
+                    directories = [run_dir(out, r.run_id).resolve() for r in job]
+                    held = [_held_elsewhere(d) for d in directories]
+                    for run, elsewhere in zip(job, held, strict=True):
+                        if elsewhere:
+                            statuses[run.run_id] = ELSEWHERE
+                    job = [r for r, elsewhere in zip(job, held, strict=True) if not elsewhere]
+                    if not job:
                         continue
                     slot = free.pop(0)
-                    active.append(start_run(run, directory, envs[slot], slot))
-                    statuses[run.run_id] = "running"
+                    active.append(start_job(job, [run_dir(out, r.run_id).resolve() for r in job], envs[slot], slot))
+                    statuses.update({r.run_id: "running" for r in job})
                 for job in [j for j in active if j.process.poll() is not None]:
                     active.remove(job)
                     free.append(job.slot)
-                    statuses[job.run.run_id] = finish_run(job)
-                    if statuses[job.run.run_id] in FINISHED and not job.resumed:
+                    ended = finish_job(job)
+                    statuses.update(ended)
+                    if all(s in FINISHED for s in ended.values()) and not job.resumed:
                         durations.append(time.monotonic() - job.started)
                 now = time.monotonic()
                 eta = eta_seconds(durations, len(todo), [now - j.started for j in active], len(envs))
@@ -214,7 +233,8 @@ def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: 
         if stop.signal is not None:
             _interrupt(active, stop, grace_s)
             for job in active:
-                statuses[job.run.run_id] = status_of(job.directory) if is_finished(job.directory) else "pending"
+                for run, directory in zip(job.runs, job.directories, strict=True):
+                    statuses[run.run_id] = status_of(directory) if is_finished(directory) else "pending"
             return SweepOutcome(statuses, interrupted=True)
         return SweepOutcome(statuses)
     finally:
@@ -241,52 +261,62 @@ def _held_elsewhere(directory: Path) -> bool:
     return True
 
 
-def start_run(run: Run, directory: Path, env: dict[str, str], slot: int = 0) -> RunProcess:
-    """Start `loglinear train` for `run` in `directory`, its output appended to `train.log`."""
-    command = train_command(write_run_config(run, directory))
+def start_job(runs: list[Run], directories: list[Path], env: dict[str, str], slot: int = 0) -> RunProcess:
+    """Start `loglinear train` for `runs` (one run, or a pack) in `directories`. The output of a run alone is
+    appended to its `train.log`; a pack's goes to the first run's `train.log`, and the others' say where."""
+    command = train_command([write_run_config(r, d) for r, d in zip(runs, directories, strict=True)])
     env_text = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
-    append_text(directory / LOG, f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} "
-                                 f"{subprocess.list2cmdline(command)}\n")
-    log = open(directory / LOG, "a")
-    result = directory / RESULT
-    mtime = result.stat().st_mtime_ns if result.is_file() else None  # before the process can write either
-    resumed = any((directory / name).is_file() for name in (LAST, INTERRUPTED_CHECKPOINT))
+    header = f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} {subprocess.list2cmdline(command)}\n"
+    append_text(directories[0] / LOG, header)
+    for directory in directories[1:]:
+        append_text(directory / LOG, f"{header}=== trained in a pack: its output is in {directories[0] / LOG}\n")
+    log = open(directories[0] / LOG, "a")
+    # before the process can write either
+    mtimes = [(d / RESULT).stat().st_mtime_ns if (d / RESULT).is_file() else None for d in directories]
+    resumed = any((d / name).is_file() for d in directories for name in (LAST, INTERRUPTED_CHECKPOINT))
     process = subprocess.Popen(
         command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
         start_new_session=True,  # a Ctrl-C on the terminal reaches the runner only, which forwards one SIGINT
         preexec_fn=_child_signals,
     )
-    return RunProcess(run, directory, process, log, slot, result_mtime=mtime, resumed=resumed)
+    return RunProcess(list(runs), list(directories), process, log, slot, result_mtimes=mtimes, resumed=resumed)
 
 
-def finish_run(job: RunProcess) -> str:
-    """The status of a run whose process ended. Without a result of its own: an interrupted one stays
-    `pending` (it resumes); status 2 (refused: its folder held by another process, or holding another
-    run) is ELSEWHERE or REFUSED and nothing is written; status 1 is a fault of the machine, raised as
-    `RunFault`; a process that died otherwise gets a `failed` result."""
+def finish_job(job: RunProcess) -> dict[str, str]:
+    """The status of each run of a process that ended. Without a result of its own: an interrupted run stays
+    `pending` (it resumes); status 2 (refused: its folder held by another process, or holding another run, or runs
+    that cannot share a pack) is ELSEWHERE or REFUSED and nothing is written; status 1 is a fault of the machine,
+    raised as `RunFault`; a process that died otherwise gets a `failed` result."""
     job.log.close()
-    result = job.directory / RESULT
-    wrote_result = result.is_file() and result.stat().st_mtime_ns != job.result_mtime
     code = job.process.returncode
-    if code == 0 or code in INTERRUPTED or wrote_result:
-        return status_of(job.directory)
-    last = _last_line(job.directory / LOG)
-    if code == 2:
-        if _held_elsewhere(job.directory):
-            return ELSEWHERE
-        print(f"loglinear sweep: {job.directory} was refused: {last}", file=sys.stderr, flush=True)
-        return REFUSED
-    if code == 1:
-        raise RunFault(f"{job.directory}: loglinear train exited with status 1 without a result, a fault of the "
-                       f"machine ({free_space(job.directory)} free on its disk; its log's last line: {last}); the "
-                       "run stays resumable: free space or fix the folder, then rerun the sweep")
-    if holder(job.directory / RUN_LOCK) is None:
-        write_json_atomic(result, {
-            "status": "failed",
-            "error": f"loglinear train exited with status {code} without a result: {last}",
-            "exit_code": code,
-        })
-    return status_of(job.directory)
+    last = _last_line(job.directories[0] / LOG)
+    mtimes = job.result_mtimes or [None] * len(job.runs)
+    statuses = {}
+    for run, directory, mtime in zip(job.runs, job.directories, mtimes, strict=True):
+        result = directory / RESULT
+        wrote_result = result.is_file() and result.stat().st_mtime_ns != mtime
+        rid = directory.name if run is None else run.run_id
+        if code == 0 or code in INTERRUPTED or wrote_result:
+            statuses[rid] = status_of(directory)
+        elif code == 2:
+            if _held_elsewhere(directory):
+                statuses[rid] = ELSEWHERE
+            else:
+                print(f"loglinear sweep: {directory} was refused: {last}", file=sys.stderr, flush=True)
+                statuses[rid] = REFUSED
+        elif code == 1:
+            raise RunFault(f"{directory}: loglinear train exited with status 1 without a result, a fault of the "
+                           f"machine ({free_space(directory)} free on its disk; its log's last line: {last}); the "
+                           "run stays resumable: free space or fix the folder, then rerun the sweep")
+        else:
+            if holder(directory / RUN_LOCK) is None:
+                write_json_atomic(result, {
+                    "status": "failed",
+                    "error": f"loglinear train exited with status {code} without a result: {last}",
+                    "exit_code": code,
+                })
+            statuses[rid] = status_of(directory)
+    return statuses
 
 
 def _interrupt(active: list[RunProcess], stop: _StopRequest, grace_s: float) -> None:

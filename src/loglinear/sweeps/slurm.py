@@ -102,8 +102,8 @@ def queue(job_ids: list[str]) -> dict[str, QueuedTask]:
     return tasks
 
 
-def record_submission(out: Path, job: str, tasks: dict[str, str]) -> None:
-    """Append a submission (its job id, Slurm task id -> run id) to `<out>/slurm_jobs.json`."""
+def record_submission(out: Path, job: str, tasks: dict[str, list[str]]) -> None:
+    """Append a submission (its job id, Slurm task id -> the ids of the runs it trains) to `<out>/slurm_jobs.json`."""
     path = out / JOBS_FILE
     record = json.loads(path.read_text()) if path.is_file() else {"jobs": []}
     record["jobs"].append({"job": job, "submitted": time.strftime("%Y-%m-%d %H:%M:%S"), "tasks": tasks})
@@ -117,7 +117,8 @@ def latest_tasks(out: Path) -> dict[str, str]:
         return {}
     tasks: dict[str, str] = {}
     for job in json.loads(path.read_text())["jobs"]:
-        tasks.update({run_id: task_id for task_id, run_id in job["tasks"].items()})
+        for task_id, run_ids in job["tasks"].items():  # a run id, or (a pack's task) a list of them
+            tasks.update({run_id: task_id for run_id in ([run_ids] if isinstance(run_ids, str) else run_ids)})
     return tasks
 
 

@@ -1,0 +1,83 @@
+"""A training step's batches of every run of a pack as fixed-size tensors, formed on the host.
+
+Runs draw their own batches (their own data seeds); a mixture may give runs sequences of different lengths at
+one step, so sequences are padded at the end to the longest (token 0, no target: causal models read nothing
+after a position, so padding changes no scored logit). The scored positions become indices into each run's
+flattened batch, padded to the most any run has with weight 0: shapes never depend on a tensor on the device,
+so the step needs no host synchronisation. The loss and accuracy per run read the weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from loglinear.targets import IGNORE_INDEX
+
+
+@dataclass
+class PackedBatch:
+    """inputs (runs, B, T); at (runs, P) scored positions in each run's flattened (B * T) batch, their targets,
+    weights (1 scored, 0 padding) and examples (the row of the batch each belongs to); `scored` each run's count of
+    scored positions (on the host: the first entries of its row)."""
+
+    inputs: Tensor
+    at: Tensor
+    targets: Tensor
+    weights: Tensor
+    examples: Tensor
+    scored: list[int]
+
+    @classmethod
+    def of(cls, batches: Sequence[dict[str, Any]]) -> PackedBatch:
+        runs, B = len(batches), batches[0]["inputs"].shape[0]
+        T = max(b["inputs"].shape[1] for b in batches)
+        inputs = torch.zeros(runs, B, T, dtype=torch.int64)
+        targets = torch.full((runs, B, T), IGNORE_INDEX, dtype=torch.int64)
+        for r, b in enumerate(batches):
+            inputs[r, :, : b["inputs"].shape[1]] = b["inputs"]
+            targets[r, :, : b["targets"].shape[1]] = b["targets"]
+        flat = targets.flatten(1)
+        scored = [(row != IGNORE_INDEX).nonzero()[:, 0] for row in flat]
+        P = max(len(s) for s in scored)
+        at = torch.zeros(runs, P, dtype=torch.int64)
+        weights = torch.zeros(runs, P)
+        for r, s in enumerate(scored):
+            at[r, : len(s)] = s
+            weights[r, : len(s)] = 1.0
+        return cls(inputs, at, flat.gather(1, at).clamp_min(0), weights, at // T, [len(s) for s in scored])
+
+    def to(self, device: torch.device) -> PackedBatch:
+        pin = device.type == "cuda"
+        return PackedBatch(*((x.pin_memory() if pin else x).to(device, non_blocking=True)
+                             for x in (self.inputs, self.at, self.targets, self.weights, self.examples)),
+                           self.scored)
+
+
+def run_losses(logits: Tensor, batch: PackedBatch) -> Tensor:
+    """Each run's mean cross-entropy over its scored positions (runs,), from logits (runs, P, vocab)."""
+    runs, P = batch.at.shape
+    losses = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), reduction="none")
+    return (losses.view(runs, P) * batch.weights).sum(1) / batch.weights.sum(1)
+
+
+def logged_losses(logits: Tensor, batch: PackedBatch) -> Tensor:
+    """Each run's loss (runs,) as its run alone computes it (the mean cross-entropy over its own scored positions:
+    the same value to the bit, where `run_losses` may differ in the last bit by the order of its sum)."""
+    return torch.stack([F.cross_entropy(logits[r, :n].float(), batch.targets[r, :n])
+                        for r, n in enumerate(batch.scored)])
+
+
+def run_accuracies(logits: Tensor, batch: PackedBatch, batch_size: int) -> Tensor:
+    """Each run's mean over its examples of the example's accuracy over its scored positions (runs,) float64."""
+    scored = batch.weights.to(torch.float64)
+    right = (logits.argmax(-1) == batch.targets).to(torch.float64) * scored
+    zeros = torch.zeros(batch.at.shape[0], batch_size, dtype=torch.float64, device=logits.device)
+    correct = zeros.scatter_add(1, batch.examples, right)
+    counts = zeros.scatter_add(1, batch.examples, scored)
+    return (correct / counts.clamp_min(1)).mean(1)

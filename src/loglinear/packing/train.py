@@ -1,0 +1,289 @@
+"""`train_pack(cfgs)`: train several runs together as one model; each run's folder ends as its alone run's does.
+
+A pack holds runs that share the model, task and shapes (packing/compatibility.py). Each run builds its own
+model from its own seed, draws its own batches and keeps its own optimiser; the step stacks their parameters
+over a leading run axis and trains them as one (packing/stacked.py): the loss is the sum of the runs' losses, so
+each run's gradient is its own, and each run's AdamW, schedule and clipping are its own (packing/optimizer.py).
+On the CPU a run trains to the bit as it does alone.
+
+The step never waits for the device: whether a run's loss was finite, where it diverged and its train metrics
+stay on the device until the next validation, when they are read once. A run whose loss is not finite stops
+changing at once (its update is masked) and is ended as `diverged` at that validation, with the records it
+would have written alone. At every validation each run is validated, logged, checkpointed and, once solved or out
+of budget, tested and ended (runs/train.py's contract for its folder: config.yaml, metrics.csv, last.ckpt,
+result.json); the others train on. Runs at different steps (resumed from different checkpoints) train apart
+until the earlier ones catch up.
+
+A signal (SIGINT, SIGTERM) lets the step in flight finish, then every training run saves `interrupted.ckpt` (or
+keeps the `last.ckpt` of a validation at that step) and `Interrupted` is raised; a second signal stops at once.
+Any other error ends every unfinished run of the pack as `failed` (rerunning retries them) and is raised.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from loglinear.models.optim import param_groups
+from loglinear.packing.batches import PackedBatch, logged_losses, run_accuracies, run_losses
+from loglinear.packing.compatibility import check_packable
+from loglinear.packing.member import Member, say
+from loglinear.packing.optimizer import PackedAdamW
+from loglinear.packing.stacked import StackedModel
+from loglinear.runs.config import RunConfig, to_yaml
+from loglinear.runs.folder import CONFIG, INTERRUPTED, LOCK, DiskFull, exclusive, write_text_atomic
+from loglinear.runs.interrupt import SIGNALS, Interrupted
+from loglinear.runs.machine import gpu_name
+from loglinear.runs.train import check_machine, finished_result, record_failure, resolved_precision
+
+
+def _device(cfg: RunConfig) -> torch.device:
+    accelerator = cfg.train.accelerator
+    if accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available()):
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def _autocast(cfg: RunConfig, device: torch.device) -> Callable[[], Any]:
+    """The run's precision as Lightning applies it: bf16-mixed autocasts the forward passes, 32-true nothing."""
+    if resolved_precision(cfg.train.precision) == "bf16-mixed":
+        return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext
+
+
+class _Stop:
+    """The pack's signal handlers: the first signal asks to stop after the step in flight, a second stops at once."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _Stop:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is not None:
+            raise Interrupted(signum)
+        self.signum = signum
+        say(f"{signal.Signals(signum).name} received: saving the pack's checkpoints after this step "
+            "(send it again to stop at once)")
+
+
+class _Live:
+    """The runs training now as one stacked model with one optimiser, and what the device keeps of each run
+    between validations: whether it is alive, the step where its loss was first not finite, the train metrics
+    of its last finite step (what Lightning logs at a divergence) and the rows to log."""
+
+    def __init__(self, members: list[Member], device: torch.device) -> None:
+        self.members, self.device = members, device
+        self.stacked = StackedModel([m.model for m in members])
+        names = {id(p): n for n, p in members[0].model.named_parameters()}
+        self.groups = [[names[id(p)] for p in g["params"]] for g in param_groups(members[0].model, 0.0)]
+        self.optimizer = PackedAdamW(self.stacked.params, set(self.groups[0]), self.groups[0] + self.groups[1],
+                                     [m.cfg.train for m in members])
+        for i, m in enumerate(members):
+            if m.optimizer_state is not None:
+                self.optimizer.load_run_state(i, m.optimizer_state, self.groups)
+        self.streams = [m.train_stream(m.step) for m in members]
+        A = len(members)
+        self.alive = torch.ones(A, dtype=torch.bool, device=device)
+        self.stepped = torch.zeros(A, dtype=torch.bool, device=device)  # took a finite step in this session
+        self.first_bad = torch.full((A,), -1, dtype=torch.int64, device=device)
+        self.last = torch.zeros(A, 2, dtype=torch.float64, device=device)  # (loss, acc) of the last finite step
+        self.stale = torch.zeros(A, 2, dtype=torch.float64, device=device)
+        self.stale_valid = torch.zeros(A, dtype=torch.bool, device=device)
+        self.pending: list[tuple[int, Tensor]] = []  # (step, (runs, 2) loss and accuracy) rows to log
+
+    def step(self, t: int, autocast: Callable[[], Any]) -> None:
+        """Train every run one step from `t` completed steps."""
+        batch = PackedBatch.of([stream.batch(t) for stream in self.streams]).to(self.device)
+        with autocast():
+            logits = self.stacked.scored_logits(batch.inputs, batch.at)
+        losses = run_losses(logits, batch)
+        logging = (t + 1) % self.members[0].log_every == 0
+        shown = logged_losses(logits.detach(), batch) if logging else losses.detach()
+        values = torch.stack([shown.double(), run_accuracies(logits.detach(), batch, batch.inputs.shape[1])], 1)
+        finite = torch.isfinite(losses.detach())
+        newly_bad = self.alive & ~finite
+        self.first_bad = torch.where(newly_bad, t, self.first_bad)
+        self.stale = torch.where(newly_bad[:, None], self.last, self.stale)
+        self.stale_valid = torch.where(newly_bad, self.stepped, self.stale_valid)
+        self.alive = self.alive & finite
+        torch.where(self.alive, losses, 0.0).sum().backward()
+        self.optimizer.clip()
+        self.optimizer.step([t] * len(self.members), self.alive)
+        for p in self.stacked.params.values():
+            p.grad = None
+        self.last = torch.where(self.alive[:, None], values, self.last)
+        self.stepped = self.stepped | self.alive
+        if logging:
+            self.pending.append((t, values))
+        for m in self.members:
+            m.step = t + 1
+
+    def read(self) -> dict[str, Any]:
+        """What the device kept since the last read, on the host (one transfer)."""
+        flat = torch.cat([self.alive.double(), self.first_bad.double(), self.stale_valid.double(),
+                          self.stale.flatten(), *(v.flatten() for _, v in self.pending)]).cpu().tolist()
+        A = len(self.members)
+        rows = [(step, flat[3 * A + 2 * A + 2 * A * k:][: 2 * A]) for k, (step, _) in enumerate(self.pending)]
+        self.pending = []
+        return {"alive": [bool(x) for x in flat[:A]], "first_bad": [int(x) for x in flat[A:2 * A]],
+                "stale_valid": [bool(x) for x in flat[2 * A:3 * A]], "stale": flat[3 * A:5 * A], "rows": rows}
+
+    def release(self) -> None:
+        """Hand every run's weights and optimiser state back to its member."""
+        for i, m in enumerate(self.members):
+            self.stacked.store(i)
+            m.optimizer_state = self.optimizer.run_state(i, m.step, self.groups)
+
+    def optimizer_state(self, i: int, step: int) -> dict[str, Any]:
+        return self.optimizer.run_state(i, step, self.groups)
+
+
+def train_pack(cfgs: Sequence[RunConfig]) -> list[dict[str, Any]]:
+    """Train (or resume, or skip when finished) the runs of `cfgs` together; their results, in order.
+
+    Raises `PackError` for runs that cannot share a pack, ConfigError when a folder holds another run or another
+    process trains it, `Interrupted` on a signal (every run stays resumable, packed or alone), `DiskFull` when
+    the disk is full. Any other exception is recorded as status `failed` in every unfinished run and re-raised.
+    """
+    check_packable(cfgs)
+    for cfg in cfgs:
+        check_machine(cfg)
+    device = _device(cfgs[0])
+    autocast = _autocast(cfgs[0], device)
+    started = time.time()
+    results: list[dict[str, Any] | None] = [None] * len(cfgs)
+    with contextlib.ExitStack() as held:
+        members: list[tuple[int, Member]] = []
+        for i, cfg in enumerate(cfgs):
+            out = Path(cfg.out_dir)
+            out.mkdir(parents=True, exist_ok=True)
+            held.enter_context(exclusive(out / LOCK, f"another process is training the run in {out}; wait for it "
+                                                      "or use another out_dir"))
+            previous = finished_result(cfg, out)
+            if previous is not None:
+                results[i] = previous
+                continue
+            write_text_atomic(out / CONFIG, to_yaml(cfg))
+        if device.type == "cuda":
+            torch.cuda.init()
+            torch.cuda.reset_peak_memory_stats(device)
+        try:
+            for i, cfg in enumerate(cfgs):
+                if results[i] is None:
+                    members.append((i, Member(cfg, Path(cfg.out_dir), device, autocast)))
+            with _Stop() as stop:
+                _train(members, device, autocast, started, stop)
+        except (Interrupted, KeyboardInterrupt, DiskFull):
+            raise
+        except Exception as e:
+            for i, cfg in enumerate(cfgs):
+                if results[i] is None and not any(j == i and m.status for j, m in members):
+                    record_failure(cfg, Path(cfg.out_dir), e, started)
+            raise
+    for i, m in members:
+        results[i] = m.result
+    return results  # type: ignore[return-value]
+
+
+def _train(indexed: list[tuple[int, Member]], device: torch.device, autocast: Callable[[], Any], started: float,
+           stop: _Stop) -> None:
+    members = [m for _, m in indexed]
+    gpu = gpu_name(device, 1)
+
+    def peak() -> int | None:
+        return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+
+    def finish(m: Member, status: str, optimizer_state: dict[str, Any]) -> None:
+        m.finish(status, optimizer_state, time.time() - started, gpu, peak())
+
+    live: _Live | None = None
+    while True:
+        for m in members:  # resumed with nothing left to train: only its end is left
+            if m.status is None and m.done_training:
+                m.optimizer_state = m.optimizer_state or {"state": {}, "param_groups": []}
+                finish(m, "early_stopped" if m.tracker.stopped else "max_steps", m.optimizer_state)
+        unfinished = [m for m in members if m.status is None]
+        if not unfinished:
+            return
+        t = min(m.step for m in unfinished)
+        active = [m for m in unfinished if m.step == t]
+        if live is None or live.members != active:
+            if live is not None:
+                live.release()
+            live = _Live(active, device)
+        while True:
+            live.step(t, autocast)
+            t += 1
+            ends = any(t >= m.cfg.train.max_steps for m in live.members)
+            on_grid = t % live.members[0].val_every == 0
+            if on_grid or ends or stop.signum is not None:
+                changed = _validate(live, t, on_grid, finish)
+                if stop.signum is not None:
+                    _save_interrupted(live, t, on_grid)
+                    raise Interrupted(stop.signum)
+                if changed:
+                    live.release()
+                    live = None
+                    break
+            if any(m.step == t for m in members if m not in live.members and m.status is None):
+                break  # a run resumed at this step joins
+
+
+def _validate(live: _Live, t: int, on_grid: bool, finish: Callable[[Member, str, dict[str, Any]], None]) -> bool:
+    """Write what each run logged since the last validation; end the diverged runs; on the grid validate and
+    checkpoint the others, and end those solved or out of budget. Whether a run ended."""
+    seen = live.read()
+    changed = False
+    for i, m in enumerate(live.members):
+        rows = [(step, values[2 * i : 2 * i + 2]) for step, values in seen["rows"]]
+        if not seen["alive"][i]:
+            bad = seen["first_bad"][i]
+            for step, (loss, acc) in rows:
+                if step < bad:
+                    m.log_train(step, loss, acc)
+            if seen["stale_valid"][i]:
+                m.log_train(bad, *seen["stale"][2 * i : 2 * i + 2], lr_step=bad - 1)
+            m.step = bad + 1  # Lightning counts the skipped step
+            live.stacked.store(i)
+            m.validate()
+            finish(m, "diverged", live.optimizer_state(i, bad))
+            changed = True
+            continue
+        for step, (loss, acc) in rows:
+            m.log_train(step, loss, acc)
+        if on_grid:
+            live.stacked.store(i)
+            m.validate()
+            m.save(live.optimizer_state(i, t))
+        if m.tracker.stopped or t >= m.cfg.train.max_steps:
+            live.stacked.store(i)
+            finish(m, "early_stopped" if m.tracker.stopped else "max_steps", live.optimizer_state(i, t))
+            changed = True
+    return changed
+
+
+def _save_interrupted(live: _Live, t: int, on_grid: bool) -> None:
+    """Each unfinished run's checkpoint at `t` steps (the validation's last.ckpt on the grid)."""
+    if on_grid:
+        return
+    for i, m in enumerate(live.members):
+        if m.status is None:
+            live.stacked.store(i)
+            m.save(live.optimizer_state(i, t), INTERRUPTED)

@@ -1,0 +1,80 @@
+"""A pack of runs ends as the same runs alone: mixers, tasks, stopping, divergence, refusals."""
+
+from __future__ import annotations
+
+import pytest
+
+from loglinear.packing.compatibility import PackError
+from loglinear.packing.train import train_pack
+from loglinear.runs.train import train
+
+from .pairs import GRID, assert_same_run, configs
+
+MIXERS = ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet"]
+
+
+def _pack_against_alone(tmp_path, model, extra=(), grid=GRID, **kw):
+    alone, packed = configs(tmp_path, "alone", model, extra, grid, **kw), configs(tmp_path, "packed", model, extra,
+                                                                                  grid, **kw)
+    for cfg in alone:
+        train(cfg)
+    results = train_pack(packed)
+    for a in alone:
+        assert_same_run(*(tmp_path / kind / a.out_dir.rsplit("/", 1)[1] for kind in ("alone", "packed")))
+    return results
+
+
+@pytest.mark.parametrize("model", MIXERS)
+def test_a_pack_of_mqar_runs_ends_as_each_run_alone(tmp_path, model):
+    results = _pack_against_alone(tmp_path, model)
+    assert [r["status"] for r in results] == ["max_steps"] * 4 and all(r["step"] == 60 for r in results)
+
+
+@pytest.mark.parametrize("model", ["gated_deltanet", "log_linear_mamba2"])
+def test_a_pack_of_state_tracking_runs_ends_as_each_run_alone(tmp_path, model):
+    parity = ["data=data/parity.yaml", "data.task_args.seq_len=12", "data.eval_sets=[{seq_len: 24}]",
+              "model.negative_eigenvalues=true"]
+    _pack_against_alone(tmp_path, model, data=parity)
+
+
+def test_a_pack_of_mad_runs_ends_as_each_run_alone(tmp_path):
+    recall = ["data=data/selective_copying.yaml", "data.task_args.seq_len=32", "data.task_args.num_tokens_to_copy=4",
+              "data.eval_sets=[{}]"]
+    _pack_against_alone(tmp_path, "log_linear_gated_deltanet", data=recall)
+
+
+def test_runs_stop_at_their_own_step_and_a_diverging_run_leaves_the_others_alone(tmp_path):
+    grid = [(0, 3e-3), (1, 3e-3), (2, 1e9), (3, 1e-2)]
+    # run 0 stops at its first validation (any accuracy above 0), run 2 diverges, runs 1 and 3 train on
+    extra_of = {0: ["train.early_stop_threshold=0.0"], 2: ["train.warmup_steps=0"]}
+    alone = [c for i, g in enumerate(grid) for c in configs(tmp_path, "alone", "gated_deltanet", extra_of.get(i, ()),
+                                                            [g])]
+    packed = [c for i, g in enumerate(grid) for c in configs(tmp_path, "packed", "gated_deltanet",
+                                                             extra_of.get(i, ()), [g])]
+    for cfg in alone:
+        train(cfg)
+    results = train_pack(packed)
+    for a in alone:
+        name = a.out_dir.rsplit("/", 1)[1]
+        assert_same_run(tmp_path / "alone" / name, tmp_path / "packed" / name)
+    assert [r["status"] for r in results] == ["early_stopped", "max_steps", "diverged", "max_steps"]
+    assert results[0]["step"] == 20 and results[2]["step"] < 20
+
+
+def test_a_finished_run_is_not_retrained_in_a_pack(tmp_path):
+    cfgs = configs(tmp_path, "packed", "mamba2")
+    train(cfgs[0])
+    first = (tmp_path / "packed" / cfgs[0].out_dir.rsplit("/", 1)[1] / "result.json").read_text()
+    train_pack(cfgs)
+    assert (tmp_path / "packed" / cfgs[0].out_dir.rsplit("/", 1)[1] / "result.json").read_text() == first
+
+
+def test_runs_that_cannot_share_a_pack_are_refused_naming_the_difference(tmp_path):
+    a = configs(tmp_path, "x", "mamba2", grid=[(0, 1e-3)])[0]
+    b = configs(tmp_path, "y", "mamba2", ["model.d_model=32"], grid=[(1, 1e-3)])[0]
+    with pytest.raises(PackError, match=r"differ in model.d_model: 16 -> 32"):
+        train_pack([a, b])
+    c = configs(tmp_path, "z", "mamba2", ["train.patience=3"], grid=[(1, 1e-3)])[0]
+    with pytest.raises(PackError, match=r"train.patience=3"):
+        train_pack([a, c])
+    assert not (tmp_path / "x").exists()

@@ -1,0 +1,41 @@
+"""`sweep run --pack N`: the same runs, folders and report as the sweep run one process per run."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+from loglinear.cli import sweep_main
+
+from .sweep_helpers import write_spec
+
+TIMING = ("wall_time_s", "machine")
+
+
+def _rows(path) -> dict[str, dict[str, str]]:
+    with open(path, newline="") as f:
+        return {row["run_id"]: row for row in csv.DictReader(f)}
+
+
+def _same(a: str, b: str) -> bool:
+    try:
+        return math.isclose(float(a), float(b), rel_tol=1e-4, abs_tol=1e-6)
+    except ValueError:
+        return a == b
+
+
+def test_a_packed_sweep_reports_what_the_sweep_of_single_runs_reports(tmp_path, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    spec = write_spec(tmp_path, {"model.mixer": ["gated_deltanet", "mamba2"], "train.seed": [0, 1],
+                                 "train.lr": [3.0e-3, 1.0e-2]})
+    alone, packed = tmp_path / "alone", tmp_path / "packed"
+    assert sweep_main(["run", str(spec), "--out", str(alone), "--quiet", "--workers", "2"]) == 0
+    assert sweep_main(["run", str(spec), "--out", str(packed), "--quiet", "--workers", "2", "--pack", "4"]) == 0
+    logs = [(packed / "runs" / d.name / "train.log").read_text() for d in (packed / "runs").iterdir()]
+    assert sum("--pack" in log and "trained in a pack" not in log for log in logs) == 2  # 2 mixers, a pack each
+    rows_a, rows_p = _rows(alone / "results.csv"), _rows(packed / "results.csv")
+    assert rows_a.keys() == rows_p.keys() and len(rows_a) == 8
+    for run_id, row in rows_a.items():
+        for key, value in row.items():
+            if key not in TIMING:
+                assert _same(value, rows_p[run_id][key]), (run_id, key, value, rows_p[run_id][key])
