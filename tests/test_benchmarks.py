@@ -78,3 +78,10 @@ def test_the_compile_benchmark_says_whether_the_machine_was_idle():
     assert "otherwise idle" in machine_note("0.41")
     assert "shared the machine" in machine_note("1.47")
     assert "unknown" in machine_note("?")
+
+
+def test_the_packing_benchmark_runs_its_smoke_size():
+    done = subprocess.run([sys.executable, "-m", "benchmarks.packing", "--quick"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "mamba2 | 16 | alone |" in done.stdout and "mamba2 | 16 | 2 |" in done.stdout

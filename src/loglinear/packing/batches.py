@@ -53,10 +53,13 @@ class PackedBatch:
         return cls(inputs, at, flat.gather(1, at).clamp_min(0), weights, at // T, [len(s) for s in scored])
 
     def to(self, device: torch.device) -> PackedBatch:
-        pin = device.type == "cuda"
-        return PackedBatch(*((x.pin_memory() if pin else x).to(device, non_blocking=True)
-                             for x in (self.inputs, self.at, self.targets, self.weights, self.examples)),
-                           self.scored)
+        """On `device`, copied without waiting (through pinned memory) from the host."""
+        def moved(x: Tensor) -> Tensor:
+            if x.device == device:
+                return x
+            return (x.pin_memory() if device.type == "cuda" else x).to(device, non_blocking=True)
+
+        return PackedBatch(*map(moved, (self.inputs, self.at, self.targets, self.weights, self.examples)), self.scored)
 
 
 def run_losses(logits: Tensor, batch: PackedBatch) -> Tensor:

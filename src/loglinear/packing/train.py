@@ -30,14 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch import Tensor
 
-from loglinear.models.optim import param_groups
-from loglinear.packing.batches import PackedBatch, logged_losses, run_accuracies, run_losses
+from loglinear.packing.batches import PackedBatch
 from loglinear.packing.compatibility import check_packable
 from loglinear.packing.member import Member, say
-from loglinear.packing.optimizer import PackedAdamW
-from loglinear.packing.stacked import StackedModel
+from loglinear.packing.step import PackedStep
 from loglinear.runs.config import RunConfig, to_yaml
 from loglinear.runs.folder import CONFIG, INTERRUPTED, LOCK, DiskFull, exclusive, write_text_atomic
 from loglinear.runs.interrupt import SIGNALS, Interrupted
@@ -84,75 +81,33 @@ class _Stop:
 
 
 class _Live:
-    """The runs training now as one stacked model with one optimiser, and what the device keeps of each run
-    between validations: whether it is alive, the step where its loss was first not finite, the train metrics
-    of its last finite step (what Lightning logs at a divergence) and the rows to log."""
+    """The members training now: their `PackedStep`, streams and the rows to log."""
 
     def __init__(self, members: list[Member], device: torch.device) -> None:
-        self.members, self.device = members, device
-        self.stacked = StackedModel([m.model for m in members])
-        names = {id(p): n for n, p in members[0].model.named_parameters()}
-        self.groups = [[names[id(p)] for p in g["params"]] for g in param_groups(members[0].model, 0.0)]
-        self.optimizer = PackedAdamW(self.stacked.params, set(self.groups[0]), self.groups[0] + self.groups[1],
-                                     [m.cfg.train for m in members])
-        for i, m in enumerate(members):
-            if m.optimizer_state is not None:
-                self.optimizer.load_run_state(i, m.optimizer_state, self.groups)
+        self.members = members
+        self.step_of = PackedStep([m.model for m in members], [m.cfg.train for m in members], device,
+                                  [m.optimizer_state for m in members])
+        self.stacked = self.step_of.stacked
         self.streams = [m.train_stream(m.step) for m in members]
-        A = len(members)
-        self.alive = torch.ones(A, dtype=torch.bool, device=device)
-        self.stepped = torch.zeros(A, dtype=torch.bool, device=device)  # took a finite step in this session
-        self.first_bad = torch.full((A,), -1, dtype=torch.int64, device=device)
-        self.last = torch.zeros(A, 2, dtype=torch.float64, device=device)  # (loss, acc) of the last finite step
-        self.stale = torch.zeros(A, 2, dtype=torch.float64, device=device)
-        self.stale_valid = torch.zeros(A, dtype=torch.bool, device=device)
-        self.pending: list[tuple[int, Tensor]] = []  # (step, (runs, 2) loss and accuracy) rows to log
 
     def step(self, t: int, autocast: Callable[[], Any]) -> None:
         """Train every run one step from `t` completed steps."""
-        batch = PackedBatch.of([stream.batch(t) for stream in self.streams]).to(self.device)
-        with autocast():
-            logits = self.stacked.scored_logits(batch.inputs, batch.at)
-        losses = run_losses(logits, batch)
-        logging = (t + 1) % self.members[0].log_every == 0
-        shown = logged_losses(logits.detach(), batch) if logging else losses.detach()
-        values = torch.stack([shown.double(), run_accuracies(logits.detach(), batch, batch.inputs.shape[1])], 1)
-        finite = torch.isfinite(losses.detach())
-        newly_bad = self.alive & ~finite
-        self.first_bad = torch.where(newly_bad, t, self.first_bad)
-        self.stale = torch.where(newly_bad[:, None], self.last, self.stale)
-        self.stale_valid = torch.where(newly_bad, self.stepped, self.stale_valid)
-        self.alive = self.alive & finite
-        torch.where(self.alive, losses, 0.0).sum().backward()
-        self.optimizer.clip()
-        self.optimizer.step([t] * len(self.members), self.alive)
-        for p in self.stacked.params.values():
-            p.grad = None
-        self.last = torch.where(self.alive[:, None], values, self.last)
-        self.stepped = self.stepped | self.alive
-        if logging:
-            self.pending.append((t, values))
+        batch = PackedBatch.of([stream.batch(t) for stream in self.streams])
+        self.step_of(t, batch, autocast, logging=(t + 1) % self.members[0].log_every == 0)
         for m in self.members:
             m.step = t + 1
 
     def read(self) -> dict[str, Any]:
-        """What the device kept since the last read, on the host (one transfer)."""
-        flat = torch.cat([self.alive.double(), self.first_bad.double(), self.stale_valid.double(),
-                          self.stale.flatten(), *(v.flatten() for _, v in self.pending)]).cpu().tolist()
-        A = len(self.members)
-        rows = [(step, flat[3 * A + 2 * A + 2 * A * k:][: 2 * A]) for k, (step, _) in enumerate(self.pending)]
-        self.pending = []
-        return {"alive": [bool(x) for x in flat[:A]], "first_bad": [int(x) for x in flat[A:2 * A]],
-                "stale_valid": [bool(x) for x in flat[2 * A:3 * A]], "stale": flat[3 * A:5 * A], "rows": rows}
+        return self.step_of.read()
 
     def release(self) -> None:
         """Hand every run's weights and optimiser state back to its member."""
         for i, m in enumerate(self.members):
             self.stacked.store(i)
-            m.optimizer_state = self.optimizer.run_state(i, m.step, self.groups)
+            m.optimizer_state = self.step_of.optimizer_state(i, m.step)
 
     def optimizer_state(self, i: int, step: int) -> dict[str, Any]:
-        return self.optimizer.run_state(i, step, self.groups)
+        return self.step_of.optimizer_state(i, step)
 
 
 def train_pack(cfgs: Sequence[RunConfig]) -> list[dict[str, Any]]:

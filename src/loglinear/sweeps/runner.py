@@ -1,4 +1,5 @@
-"""The local runner: each run of a sweep in its own `loglinear train` process, a few at a time.
+"""The local runner: each run of a sweep in its own `loglinear train` process (or, with `pack` N, each pack of up to
+N runs in one `loglinear train --pack` process: packing/), a few at a time.
 
 On a GPU machine, K workers on each visible GPU (`runs_per_gpu`, default DEFAULT_RUNS_PER_GPU; each
 process sees only its GPU), or N workers in all (`workers`), dealt round-robin over the GPUs; without
