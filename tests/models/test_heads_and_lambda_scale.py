@@ -9,9 +9,10 @@ import torch
 import loglinear.models.linear_mixer as linear_mixer
 from loglinear.models import MIXERS, ModelConfig, build_model
 
-OPERATOR = {name: (getattr(linear_mixer, name), first) for name, first in (("run_impl", 1),
+OPERATOR = {name: (getattr(linear_mixer, name), first) for name, first in (("run_impl_mappable", 1),
                                                                            ("log_linear_attn_step", 0))}
-"""The mixers' operator calls, and where their (q, k, v, g, lam, beta) start (run_impl takes the impl's name first)."""
+"""The mixers' operator calls, and where their (q, k, v, g, lam, beta) start (run_impl_mappable takes the impl's
+name first)."""
 
 
 def heads(**fields) -> int:

@@ -30,6 +30,10 @@ def test_a_pack_of_mqar_runs_ends_as_each_run_alone(tmp_path, model):
     assert [r["status"] for r in results] == ["max_steps"] * 4 and all(r["step"] == 60 for r in results)
 
 
+def test_a_pack_whose_batches_are_made_by_dataloader_workers_ends_as_each_run_alone(tmp_path):
+    _pack_against_alone(tmp_path, "gated_deltanet", ["data.num_workers=2"])
+
+
 @pytest.mark.parametrize("model", ["gated_deltanet", "log_linear_mamba2"])
 def test_a_pack_of_state_tracking_runs_ends_as_each_run_alone(tmp_path, model):
     parity = ["data=data/parity.yaml", "data.task_args.seq_len=12", "data.eval_sets=[{seq_len: 24}]",

@@ -39,3 +39,13 @@ def test_a_packed_sweep_reports_what_the_sweep_of_single_runs_reports(tmp_path, 
         for key, value in row.items():
             if key not in TIMING:
                 assert _same(value, rows_p[run_id][key]), (run_id, key, value, rows_p[run_id][key])
+
+
+def test_a_dry_run_lists_the_packs_and_keeps_apart_what_cannot_share_one(tmp_path, capsys):
+    spec = write_spec(tmp_path, {"model.mixer": ["gated_deltanet", "attention"], "train.seed": [0, 1, 2]})
+    assert sweep_main(["run", str(spec), "--out", str(tmp_path / "out"), "--dry-run", "--pack", "2"]) == 0
+    assert "with --pack 2: 4 processes for 6 unfinished runs (pack sizes 2, 2, 1, 1)" in capsys.readouterr().out
+    patience = write_spec(tmp_path, {"train.patience": [None, 3], "train.seed": [0, 1]}, name="patience")
+    assert sweep_main(["run", str(patience), "--out", str(tmp_path / "p"), "--dry-run", "--pack", "4"]) == 0
+    assert "with --pack 4: 3 processes for 4 unfinished runs (pack sizes 2, 1, 1)" in capsys.readouterr().out
+    assert not (tmp_path / "out" / "runs").exists()

@@ -9,14 +9,17 @@ so the step needs no host synchronisation. The loss and accuracy per run read th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.utils.data import IterableDataset, get_worker_info
 
+from loglinear.synthetics.streams import TrainStream
 from loglinear.targets import IGNORE_INDEX
 
 
@@ -52,6 +55,11 @@ class PackedBatch:
             weights[r, : len(s)] = 1.0
         return cls(inputs, at, flat.gather(1, at).clamp_min(0), weights, at // T, [len(s) for s in scored])
 
+    def pin_memory(self) -> PackedBatch:
+        """In pinned host memory (what a DataLoader with pin_memory asks of a batch)."""
+        return PackedBatch(*(x.pin_memory() for x in (self.inputs, self.at, self.targets, self.weights,
+                                                      self.examples)), self.scored)
+
     def to(self, device: torch.device) -> PackedBatch:
         """On `device`, copied without waiting (through pinned memory) from the host."""
         def moved(x: Tensor) -> Tensor:
@@ -60,6 +68,21 @@ class PackedBatch:
             return (x.pin_memory() if device.type == "cuda" else x).to(device, non_blocking=True)
 
         return PackedBatch(*map(moved, (self.inputs, self.at, self.targets, self.weights, self.examples)), self.scored)
+
+
+class PackStream(IterableDataset):
+    """The PackedBatch of each training step of the runs of `streams`, from step `start` on. With W DataLoader
+    workers, worker w makes steps start + w, start + w + W, ... and the loader returns them in step order, as
+    TrainStream's workers do: the batches are made beside the training step, not in it."""
+
+    def __init__(self, streams: Sequence[TrainStream], start: int) -> None:
+        self.streams, self.start = list(streams), start
+
+    def __iter__(self) -> Iterator[PackedBatch]:
+        worker = get_worker_info()
+        offset, stride = (worker.id, worker.num_workers) if worker is not None else (0, 1)
+        for step in itertools.count(self.start + offset, stride):
+            yield PackedBatch.of([stream.batch(step) for stream in self.streams])
 
 
 def run_losses(logits: Tensor, batch: PackedBatch) -> Tensor:

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.utils.data import DataLoader
 
-from loglinear.packing.batches import PackedBatch
+from loglinear.packing.batches import PackStream
 from loglinear.packing.compatibility import check_packable
 from loglinear.packing.member import Member, say
 from loglinear.packing.step import PackedStep
@@ -40,6 +41,7 @@ from loglinear.runs.folder import CONFIG, INTERRUPTED, LOCK, DiskFull, exclusive
 from loglinear.runs.interrupt import SIGNALS, Interrupted
 from loglinear.runs.machine import gpu_name
 from loglinear.runs.train import check_machine, finished_result, record_failure, resolved_precision
+from loglinear.synthetics.datamodule import ignore_sigint
 
 
 def _device(cfg: RunConfig) -> torch.device:
@@ -88,12 +90,15 @@ class _Live:
         self.step_of = PackedStep([m.model for m in members], [m.cfg.train for m in members], device,
                                   [m.optimizer_state for m in members])
         self.stacked = self.step_of.stacked
-        self.streams = [m.train_stream(m.step) for m in members]
+        data = members[0].cfg.data
+        stream = PackStream([m.train_stream(m.step) for m in members], members[0].step)
+        self.batches = iter(DataLoader(stream, batch_size=None, num_workers=data.num_workers,
+                                       pin_memory=device.type == "cuda",
+                                       worker_init_fn=ignore_sigint if data.num_workers else None))
 
     def step(self, t: int, autocast: Callable[[], Any]) -> None:
         """Train every run one step from `t` completed steps."""
-        batch = PackedBatch.of([stream.batch(t) for stream in self.streams])
-        self.step_of(t, batch, autocast, logging=(t + 1) % self.members[0].log_every == 0)
+        self.step_of(t, next(self.batches), autocast, logging=(t + 1) % self.members[0].log_every == 0)
         for m in self.members:
             m.step = t + 1
 
@@ -102,6 +107,7 @@ class _Live:
 
     def release(self) -> None:
         """Hand every run's weights and optimiser state back to its member."""
+        self.batches = iter(())  # its DataLoader's workers stop
         for i, m in enumerate(self.members):
             self.stacked.store(i)
             m.optimizer_state = self.step_of.optimizer_state(i, m.step)

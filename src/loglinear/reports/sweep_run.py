@@ -38,7 +38,7 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     out = sweep_out(spec, out_arg)
     check_owner(out, spec)
     if dry_run:
-        print_plan(spec, runs, out)
+        print_plan(spec, runs, out, launch.pack)
         return 0
     with exclusive_sweep(out):
         write_manifest(out, spec, runs)

@@ -60,14 +60,22 @@ def sweep_out(spec: SweepSpec, out: str | None) -> Path:
     return path
 
 
-def print_plan(spec: SweepSpec, runs: list[Run], out: Path) -> None:
-    """The runs of a sweep with their ids, status and varied values, and the command each one is."""
+def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = None) -> None:
+    """The runs of a sweep with their ids, status and varied values, the command each one is and, with `pack`, the
+    packs its unfinished runs train in."""
     statuses = [status_of(run_dir(out, r.run_id)) for r in runs]
     shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
     print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished")
     print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
     for run, status in zip(runs, statuses, strict=True):
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")
+    if pack is not None:
+        jobs = runner.jobs_of([r for r, s in zip(runs, statuses, strict=True) if s not in FINISHED], pack)
+        sizes = sorted((len(job) for job in jobs), reverse=True)
+        print(f"with --pack {pack}: {len(jobs)} processes for {sum(sizes)} unfinished runs (pack sizes "
+              f"{', '.join(map(str, sizes)) or '-'})")
+        for job in jobs:
+            print(f"  pack: {' '.join(r.run_id for r in job)}")
     if spec.protocol is not None:
         seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
         if not extendable(spec):
