@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import time
 from collections.abc import Callable
 
@@ -185,14 +186,18 @@ def main() -> None:
         args.mixers, args.d_models, args.packs, args.batch, args.rounds, args.steps = ["mamba2"], [16], [1, 2], 4, 1, 1
     keep_freed_memory()
     device = torch.device("cuda" if on_gpu else "cpu")
+    load_before = os.getloadavg()[0]
     rows = measure(args, device)
     data = data_rate(args.batch)
+    load = f"load average of the machine (other processes included) before/after: {load_before:.2f}/" \
+           f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     if args.quick:
         return
     body = (
         f"The paper's MQAR model at 256 tokens, vocabulary 8,192, batch {args.batch}, {SCORED} scored positions per "
         f"sequence; {'bf16-mixed' if on_gpu else 'float32'}; data fixed on the device. Fastest of {args.rounds} "
-        f"interleaved rounds of {args.steps} steps. `cost` is a packed run-step's time over a run-step alone.\n\n"
+        f"interleaved rounds of {args.steps} steps; {load}. `cost` is a packed run-step's time over a run-step "
+        f"alone.\n\n"
         + markdown_table(["mixer", "d_model", "pack", "run-steps/s", "sequences/s", "cost", "note"], rows)
         + f"\nThe training stream makes {data:,.0f} sequences/s of the paper's training mix on this process's "
           f"{torch.get_num_threads()} threads: a pack of N runs needs {args.batch} N a step.\n"

@@ -99,11 +99,12 @@ class Member:
         """A metrics.csv row as Lightning logs it (values as `logged` or `log_train` form them)."""
         self.metrics.log_metrics({**metrics, "epoch": epoch}, step=step)
 
-    def log_train(self, step: int, loss: float, acc: float, lr_step: int | None = None) -> None:
-        """The train row at `step`: the loss (float32), the accuracy (float64: Lightning keeps a float64 tensor so)
-        and the learning rate of step `lr_step` (default `step`)."""
+    def log_train(self, step: int, loss: float, acc: float | None, lr_step: int | None = None) -> None:
+        """The train row at `step`: the loss (float32), the accuracy (float64: Lightning keeps a float64 tensor so;
+        None: not in the row) and the learning rate of step `lr_step` (default `step`)."""
         lr = self.cfg.train.lr * self.cfg.train.lr_factor(step if lr_step is None else lr_step)
-        self.log({"train/loss": logged(loss), "train/acc": acc, "train/lr": logged(lr)}, step)
+        accuracy = {} if acc is None else {"train/acc": acc}
+        self.log({"train/loss": logged(loss), **accuracy, "train/lr": logged(lr)}, step)
 
     def evaluate(self, stage: str) -> dict[str, float]:
         """The model's metrics over the stage's sets (val or test), as logged."""

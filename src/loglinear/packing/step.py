@@ -3,8 +3,8 @@
 The step stacks the runs' models (packing/stacked.py), computes each run's loss at its scored positions, masks
 the runs whose loss is not finite, backpropagates the sum, clips and updates each run with its own optimiser
 (packing/optimizer.py). Nothing in it waits for the device: whether each run is alive, the step where its loss was
-first not finite, the train metrics of its last finite step (what Lightning logs at a divergence) and the rows to
-log stay on the device until `read`.
+first not finite, the train metrics Lightning logs once more at a divergence and the rows to log stay on the device
+until `read`. The accuracy is computed on logged steps only, as a run alone computes it.
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ class PackedStep:
                 self.optimizer.load_run_state(i, state, self.groups)
         A = len(models)
         self.alive = torch.ones(A, dtype=torch.bool, device=device)
-        self.stepped = torch.zeros(A, dtype=torch.bool, device=device)  # took a finite step in this session
         self.first_bad = torch.full((A,), -1, dtype=torch.int64, device=device)
-        self.last = torch.zeros(A, 2, dtype=torch.float64, device=device)  # (loss, acc) of the last finite step
-        self.stale = torch.zeros(A, 2, dtype=torch.float64, device=device)
-        self.stale_valid = torch.zeros(A, dtype=torch.bool, device=device)
+        # the train metrics Lightning still holds when a run's loss is not finite (it then logs them once more):
+        # (loss of the last finite step, accuracy of the last logged step, whether each was logged this session)
+        self.last = torch.zeros(A, 4, dtype=torch.float64, device=device)
+        self.stale = torch.zeros(A, 4, dtype=torch.float64, device=device)
         self.pending: list[tuple[int, Tensor]] = []  # (step, (runs, 2) loss and accuracy) rows to log
 
     def __call__(self, t: int, batch: PackedBatch, autocast: Callable[[], Any], logging: bool) -> None:
@@ -53,35 +53,40 @@ class PackedStep:
         with autocast():
             logits = self.stacked.scored_logits(batch.inputs, batch.at)
         losses = run_losses(logits, batch)
-        shown = logged_losses(logits.detach(), batch) if logging else losses.detach()
-        values = torch.stack([shown.double(), run_accuracies(logits.detach(), batch, batch.inputs.shape[1])], 1)
         finite = torch.isfinite(losses.detach())
         newly_bad = self.alive & ~finite
         self.first_bad = torch.where(newly_bad, t, self.first_bad)
         self.stale = torch.where(newly_bad[:, None], self.last, self.stale)
-        self.stale_valid = torch.where(newly_bad, self.stepped, self.stale_valid)
         self.alive = self.alive & finite
         torch.where(self.alive, losses, 0.0).sum().backward()
         self.optimizer.clip()
         self.optimizer.step([t] * self.stacked.runs, self.alive)
         for p in self.stacked.params.values():
             p.grad = None
-        self.last = torch.where(self.alive[:, None], values, self.last)
-        self.stepped = self.stepped | self.alive
-        if logging:
+        ones = torch.ones_like(losses, dtype=torch.float64)
+        if logging:  # the accuracy (an argmax over the vocabulary) only where it is logged, as a run alone
+            values = torch.stack([logged_losses(logits.detach(), batch).double(),
+                                  run_accuracies(logits.detach(), batch, batch.inputs.shape[1])], 1)
             self.pending.append((t, values))
+            latest = torch.stack([values[:, 0], values[:, 1], ones, ones], 1)
+        else:
+            latest = torch.stack([losses.detach().double(), self.last[:, 1], ones, self.last[:, 3]], 1)
+        self.last = torch.where(self.alive[:, None], latest, self.last)
 
     def read(self) -> dict[str, Any]:
         """What the device kept since the last read, on the host (one transfer): per run whether it is alive, the
-        step where it diverged (-1), whether it has stale train metrics and which, and the rows to log (step, the
-        runs' (loss, acc) flattened)."""
-        flat = torch.cat([self.alive.double(), self.first_bad.double(), self.stale_valid.double(),
-                          self.stale.flatten(), *(v.flatten() for _, v in self.pending)]).cpu().tolist()
+        step where it diverged (-1), the train metrics Lightning logs once more there (`stale`: the loss and the
+        accuracy, each None where none was logged in this session), and the rows to log (step, the runs' (loss,
+        acc) flattened)."""
+        flat = torch.cat([self.alive.double(), self.first_bad.double(), self.stale.flatten(),
+                          *(v.flatten() for _, v in self.pending)]).cpu().tolist()
         A = self.stacked.runs
-        rows = [(step, flat[5 * A + 2 * A * k:][: 2 * A]) for k, (step, _) in enumerate(self.pending)]
+        rows = [(step, flat[6 * A + 2 * A * k:][: 2 * A]) for k, (step, _) in enumerate(self.pending)]
         self.pending = []
+        stale = [flat[2 * A + 4 * i: 2 * A + 4 * i + 4] for i in range(A)]
         return {"alive": [bool(x) for x in flat[:A]], "first_bad": [int(x) for x in flat[A:2 * A]],
-                "stale_valid": [bool(x) for x in flat[2 * A:3 * A]], "stale": flat[3 * A:5 * A], "rows": rows}
+                "stale": [(loss if has_loss else None, acc if has_acc else None) for loss, acc, has_loss, has_acc
+                          in stale], "rows": rows}
 
     def optimizer_state(self, i: int, step: int) -> dict[str, Any]:
         """Run i's optimiser state after `step` steps, as `torch.optim.AdamW.state_dict()`."""

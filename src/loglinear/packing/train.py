@@ -219,8 +219,9 @@ def _validate(live: _Live, t: int, on_grid: bool, finish: Callable[[Member, str,
             for step, (loss, acc) in rows:
                 if step < bad:
                     m.log_train(step, loss, acc)
-            if seen["stale_valid"][i]:
-                m.log_train(bad, *seen["stale"][2 * i : 2 * i + 2], lr_step=bad - 1)
+            loss, acc = seen["stale"][i]
+            if loss is not None:  # Lightning logs the metrics it holds once more at the step that stopped the run
+                m.log_train(bad, loss, acc, lr_step=bad - 1)
             m.step = bad + 1  # Lightning counts the skipped step
             live.stacked.store(i)
             m.validate()
