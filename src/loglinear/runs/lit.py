@@ -3,7 +3,7 @@
 One shared step serves training, validation and test: logits only at the scored positions, the
 cross-entropy there, and accuracies. Metric names carry the split prefix:
 
-- `train/loss`, `train/acc`, `train/lr` each logged step;
+- `train/loss`, `train/acc`, `train/lr` each logged step (the accuracy is computed on those steps only);
 - `{val,test}/loss`, `{val,test}/acc` (zoology's: the mean over examples of each example's accuracy over
   its scored positions), `{val,test}/acc_token` (over all scored tokens), `{val,test}/acc_seq` (the
   fraction of examples with every scored position right: full-sequence accuracy for state tracking);
@@ -73,13 +73,15 @@ class LitLanguageModel(L.LightningModule):
     def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
         return self.model(inputs, score_mask)
 
-    def shared_step(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Loss over the scored positions and per-example (correct, scored) counts."""
+    def shared_step(self, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+        """Loss over the scored positions and per-example (correct, scored) counts (none without `counts`)."""
         inputs, targets = batch["inputs"], batch["targets"]
         mask = targets != IGNORE_INDEX  # (B, T)
         logits = self.model(inputs, mask)  # (n_scored, vocab)
         scored = targets[mask]  # (n_scored,)
         loss = F.cross_entropy(logits.float(), scored)
+        if not counts:
+            return loss, {}
         example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to
         right = (logits.argmax(-1) == scored).to(torch.float64)
         B = inputs.shape[0]
@@ -90,15 +92,20 @@ class LitLanguageModel(L.LightningModule):
         return loss, counts
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
-        loss, counts = self.shared_step(batch)
+        logged = self._logs_this_step()  # the accuracy (an argmax over the vocabulary) only where it is written
+        loss, counts = self.shared_step(batch, counts=logged)
         if not torch.isfinite(loss):
             self.diverged = True
             self.trainer.should_stop = True
             return None  # no backward on a non-finite loss; the run ends as `diverged`
-        acc = _example_accuracy(counts).mean()
-        self.log_dict({"train/loss": loss, "train/acc": acc}, prog_bar=True, batch_size=batch["inputs"].shape[0])
+        metrics = {"train/loss": loss} | ({"train/acc": _example_accuracy(counts).mean()} if logged else {})
+        self.log_dict(metrics, prog_bar=True, batch_size=batch["inputs"].shape[0])
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=1)
         return loss
+
+    def _logs_this_step(self) -> bool:
+        """Whether the loggers write this training step's metrics (every `log_every_n_steps`, as Lightning decides)."""
+        return self.trainer._logger_connector.should_update_logs
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         self._accumulate("val", batch)
