@@ -18,10 +18,11 @@ import time
 
 import torch
 
-from benchmarks.models import fastest, keep_freed_memory, load_average, make_step
+from benchmarks.models import fastest, load_average, make_step
 from benchmarks.results_md import markdown_table, write_section
 from loglinear.kernels.cpp_compiler import cpp_compiler
 from loglinear.models import MIXERS
+from loglinear.runs.memory import keep_freed_memory
 
 SECTION = "models: CPU training step, compiled"
 

@@ -18,7 +18,6 @@ processes on a shared machine then biases no configuration against another.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import os
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from benchmarks.results_md import markdown_table, write_section
 from loglinear.models import MIXERS, build_model, param_groups
 from loglinear.runs.config import TrainConfig
 from loglinear.runs.lit import compile_blocks
+from loglinear.runs.memory import keep_freed_memory
 
 SECTION = "models: CPU training step"
 REFERENCE = "attention"  # every other mixer's step time is reported relative to softmax attention's
@@ -87,21 +87,6 @@ def fastest(steps: dict, rounds: int) -> dict:
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
                 best[key] = (min(best[key][0], wall), min(best[key][1], cpu))
     return best
-
-
-def keep_freed_memory() -> bool:
-    """Ask glibc to keep freed memory in the process instead of handing it back to the OS.
-
-    By default glibc unmaps large freed blocks, and the next step faults every page in again (on the
-    machine of RESULTS.md's CPU figures that made steps slower and their times erratic).
-    M_TRIM_THRESHOLD (-1) and M_MMAP_THRESHOLD (-3) set to 2^31 - 1 keep them. Returns False where glibc is
-    not available.
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return bool(libc.mallopt(-1, 2**31 - 1) and libc.mallopt(-3, 2**31 - 1))
-    except (OSError, AttributeError):
-        return False
 
 
 def load_average() -> str:

@@ -30,12 +30,12 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from benchmarks.models import keep_freed_memory
 from benchmarks.results_md import markdown_table, write_section
 from loglinear.models import MIXERS, build_model, param_groups
 from loglinear.packing.batches import PackedBatch
 from loglinear.packing.step import PackedStep
 from loglinear.runs.config import load_run_config
+from loglinear.runs.memory import keep_freed_memory
 from loglinear.synthetics import SyntheticDataModule
 from loglinear.synthetics.streams import TrainStream
 from loglinear.targets import IGNORE_INDEX

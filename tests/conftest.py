@@ -32,6 +32,15 @@ def selfcheck_cache_in_a_temporary_folder(tmp_path_factory):
         yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def glibc_default_allocator():
+    """`loglinear train` called in a test process keeps glibc's defaults there (a training process keeps freed
+    memory, runs/memory.py), and so do the runs of the subprocesses, except where a test sets it itself."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("LOGLINEAR_KEEP_FREED_MEMORY", "0")
+        yield
+
+
 def pytest_collection_modifyitems(config, items):
     if torch.cuda.is_available():
         return

@@ -85,3 +85,20 @@ def test_the_packing_benchmark_runs_its_smoke_size():
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert "mamba2 | 16 | alone |" in done.stdout and "mamba2 | 16 | 2 |" in done.stdout
+
+
+def test_the_step_clock_counts_the_training_steps_after_the_skipped_ones_and_none_holding_a_validation(
+        tmp_path, monkeypatch, capsys):
+    from benchmarks import train_step
+
+    run = ["data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8",
+           "data.task_args.num_kv_pairs=1", "data.batch_size=8", "data.val_size=8", "data.test_size=8",
+           "model.mixer=attention", "model.d_model=16", "model.attention_heads=1", "train.max_steps=8",
+           "train.val_every=4", "train.early_stop_threshold=null", "logger.wandb.mode=disabled",
+           "logger.progress=false", f"out_dir={tmp_path / 'run'}"]
+    monkeypatch.setattr(sys, "argv", ["train_step", "--skip", "2", *run])
+    train_step.main()
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    # steps 2, 4, 5 and 6 of 0-7: the first two are skipped, step 3 ends in the validation after the fourth step,
+    # and step 7 has no next step to end it
+    assert line.startswith("steps=4 cpu_ms=") and "minor_faults=" in line

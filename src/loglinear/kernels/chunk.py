@@ -56,7 +56,7 @@ def chunk_log_linear_attn(
     first_chunks = [0] if state is None else (p0 // C).tolist()
     if len(set(first_chunks)) > 1:
         return _run_grouped(first_chunks, q, k, v, g, lam, beta, variant, state, out_levels, chunk_size, need_state)
-    layout = ChunkLayout.build(p0, T, C)
+    layout = ChunkLayout.at_start(q.shape[0], T, C, q.device) if state is None else ChunkLayout.build(p0, T, C)
     x = Chunks.cut(layout, q, k, v, g, lam, beta, variant)
     carry = layout.N > 1 or state is not None or need_state  # anything beyond the dense form within chunks
 

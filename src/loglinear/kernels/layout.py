@@ -48,10 +48,20 @@ class ChunkLayout:
 
     @classmethod
     def build(cls, p0: Tensor, T: int, C: int) -> ChunkLayout:
+        """The layout of sequences starting at absolute positions p0 (B,): N and `aligned` are read from the
+        device (a host sync)."""
         shift = p0 % C
         n_chunks = (shift + T + C - 1) // C
         N, aligned = int(n_chunks.max()), not bool(shift.any())
         return cls(C, T, N, shift.to(torch.int32), p0 // C, n_chunks.to(torch.int32), aligned)
+
+    @classmethod
+    def at_start(cls, B: int, T: int, C: int, device: torch.device) -> ChunkLayout:
+        """`build` with every sequence at position 0 (no initial state), known on the host: no host sync, so
+        torch.compile keeps the operator in one graph."""
+        N = -(-T // C)
+        shift = torch.zeros(B, dtype=torch.int32, device=device)
+        return cls(C, T, N, shift, shift.long(), torch.full((B,), N, dtype=torch.int32, device=device), True)
 
     def slot_tokens(self) -> tuple[Tensor, Tensor]:
         """Token index of every slot (B, N*C) and whether it is a real token."""

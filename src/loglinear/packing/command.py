@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from loglinear.runs.config import ConfigError, load_run_config
 from loglinear.runs.folder import DiskFull, fault_line
+from loglinear.runs.memory import keep_freed_memory_unless_off
 
 
 def pack_command(configs: Sequence[str]) -> int:
@@ -16,6 +17,7 @@ def pack_command(configs: Sequence[str]) -> int:
         return _fail("error: --pack needs the config.yaml of each run to train (loglinear train --pack A B ...)", 2)
     try:
         cfgs = [load_run_config(path) for path in configs]
+        keep_freed_memory_unless_off()  # as `loglinear train` does (runs/memory.py)
     except ConfigError as e:
         return _fail(f"error: {e}", 2)
     from loglinear.packing.train import train_pack

@@ -10,12 +10,14 @@ from pathlib import Path
 
 from loglinear.runs.config import ConfigError, load_run_config
 from loglinear.runs.folder import DiskFull, fault_line, result_of
+from loglinear.runs.memory import keep_freed_memory_unless_off
 
 
 def train_command(preset: str | None, overrides: Sequence[str]) -> int:
     """Train the run of `preset` and `overrides` (resuming it, or skipping it when finished); its exit status."""
     try:
         cfg = load_run_config(preset, list(overrides))
+        keep_freed_memory_unless_off()  # set by the command: importing the library leaves the allocator alone
     except ConfigError as e:
         return _fail(f"error: {e}", 2)
     from loglinear.runs.interrupt import Interrupted

@@ -29,21 +29,22 @@ def logged(value: Any) -> float:
     return float(torch.as_tensor(value, dtype=torch.float32))
 
 
-def score(model: LanguageModel, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
-    """The loss over a batch's scored positions and per-example (correct, scored) counts."""
+def score(model: LanguageModel, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+    """The loss over a batch's scored positions and per-example (correct, scored) counts (none without `counts`)."""
     inputs, targets = batch["inputs"], batch["targets"]
     mask = targets != IGNORE_INDEX  # (B, T)
     logits = model(inputs, mask)  # (n_scored, vocab)
     scored = targets[mask]  # (n_scored,)
     loss = F.cross_entropy(logits.float(), scored)
+    if not counts:
+        return loss, {}
     example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to
     right = (logits.argmax(-1) == scored).to(torch.float64)
     B = inputs.shape[0]
-    counts = {
+    return loss, {
         "correct": torch.zeros(B, dtype=torch.float64, device=inputs.device).index_add_(0, example, right),
         "scored": torch.bincount(example, minlength=B).to(torch.float64),
     }
-    return loss, counts
 
 
 def example_accuracy(counts: dict[str, Tensor]) -> Tensor:

@@ -2,7 +2,8 @@
 
 One shared step serves training, validation and test: logits only at the scored positions, the
 cross-entropy there, and accuracies (runs/evaluation.py, which names the evaluation metrics).
-`train/loss`, `train/acc`, `train/lr` are logged each step.
+`train/loss`, `train/acc`, `train/lr` are logged every log_every_n_steps (the accuracy is computed on those steps
+only).
 """
 
 from __future__ import annotations
@@ -47,20 +48,26 @@ class LitLanguageModel(L.LightningModule):
     def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
         return self.model(inputs, score_mask)
 
-    def shared_step(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Loss over the scored positions and per-example (correct, scored) counts (`evaluation.score`)."""
-        return score(self.model, batch)
+    def shared_step(self, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+        """Loss over the scored positions and per-example (correct, scored) counts (none without `counts`;
+        `evaluation.score`)."""
+        return score(self.model, batch, counts)
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
-        loss, counts = self.shared_step(batch)
+        logged = self._logs_this_step()  # the accuracy (an argmax over the vocabulary) only where it is written
+        loss, counts = self.shared_step(batch, counts=logged)
         if not torch.isfinite(loss):
             self.diverged = True
             self.trainer.should_stop = True
             return None  # no backward on a non-finite loss; the run ends as `diverged`
-        acc = example_accuracy(counts).mean()
-        self.log_dict({"train/loss": loss, "train/acc": acc}, prog_bar=True, batch_size=batch["inputs"].shape[0])
+        metrics = {"train/loss": loss} | ({"train/acc": example_accuracy(counts).mean()} if logged else {})
+        self.log_dict(metrics, prog_bar=True, batch_size=batch["inputs"].shape[0])
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=1)
         return loss
+
+    def _logs_this_step(self) -> bool:
+        """Whether the loggers write this training step's metrics (every `log_every_n_steps`, as Lightning decides)."""
+        return self.trainer._logger_connector.should_update_logs
 
     def validation_step(self, batch: dict[str, Any], batch_idx: int) -> None:
         self._accumulate("val", batch)

@@ -85,7 +85,7 @@ def fused_log_linear_attn(
     chunk_size = min(chunk_size, MAX_CHUNK)
     C = max(MIN_CHUNK, min(chunk_size, 1 << (T - 1).bit_length()))
     p0 = torch.zeros(B, dtype=torch.int64, device=dev) if state is None else state.position
-    layout = ChunkLayout.build(p0, T, C)
+    layout = ChunkLayout.at_start(B, T, C, dev) if state is None else ChunkLayout.build(p0, T, C)
     # The kernels read float32 whatever the caller's dtype: with bfloat16 inputs, an H100 with Triton 3.6 gave
     # an o that was wrong and changed between identical calls where lam and an initial state were given, and the
     # delta rule's preparation read out of bounds of shared memory; from float32 copies both were right and
