@@ -276,8 +276,8 @@ class Verdict:
     """The self-check's verdict for one key (device, versions, dtype).
 
     status: "passed", "failed" or "skipped" (the check was turned off); source: "run" (this process ran
-    it), "cache" (read from `path`), "skip" or "known fault" (refused by version, kernels/triton_limits.py);
-    path: the file that stores it (None when skipped, refused by version, or run but not stored: the cache
+    it), "cache" (read from `path`), "skip" or "known fault" (a fault that stands on this GPU kind: `fault_on`);
+    path: the file that stores it (None when skipped, refused by a known fault, or run but not stored: the cache
     folder could not be written).
     """
 
@@ -400,9 +400,9 @@ def verdict(device: torch.device, dtype: torch.dtype, mode: str = "auto") -> Ver
 def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode: str,
                  variant: Variant = Variant.SCALAR_DECAY) -> tuple[str, Verdict]:
     """The implementation to run where "triton" was chosen (`requested` "auto" or "triton"), and the verdict
-    behind it: "triton" unless the check failed or a known fault (kernels/triton_limits.py) covers this GPU,
-    Triton version, variant and dtype; then "chunk" with one warning for "auto", and `SelfCheckFailed` for an
-    explicit "triton"."""
+    behind it: "triton" unless the check failed or a known fault stands for this GPU kind, variant and dtype
+    (`fault_on`: no record of a passing check lifts it); then "chunk" with one warning for "auto", and
+    `SelfCheckFailed` for an explicit "triton"."""
     refused = fault_on(device, variant, dtype)
     if refused is not None:
         key = cache_key(device, dtype)
