@@ -1,5 +1,5 @@
 """Everything a GPU must show, in one command that finishes within 9 minutes: what the fused kernels do on this GPU
-kind (and whether the known faults stand here), then what the GPU gives.
+kind (and whether the known faults stand there), then what the GPU gives.
 
 On a machine with a CUDA GPU, from a checkout of the repository, after installing the torch build the machine needs,
 `python -m pip install -e ".[test,triton]"` and the benchmark peer `python -m pip install fla-core==0.6.0`, the one
@@ -7,11 +7,13 @@ command is
 
     python -m benchmarks.gpu_check
 
-It runs the steps below within --time-limit (default 540 s; a few seconds more for its start and the record),
-writes the logs to benchmarks/gpu_checks/<date>_<time>/ and the record described below; commit both. Other forms:
+It runs the steps below within --time-limit (default 540 s, plus a few seconds for its start and the record),
+writes the logs to benchmarks/gpu_checks/<date>_<time>/, the record described below, and this GPU kind's entry in
+src/loglinear/kernels/verified_gpus.json; commit all three. The steps after the verdict get short caps in that one
+command; the same command with `--only training sweep` (or any other words) runs the steps named, their caps scaled
+up to fill the time limit. Other forms:
 
     python -m benchmarks.gpu_check --dry-run           # any machine: the plan (steps, caps, commands), exit 0
-    python -m benchmarks.gpu_check --only training sweep   # the steps whose names hold any of these words
     python -m benchmarks.gpu_check --time-limit 900 --logs DIR
 
 Steps, each a child process of this one (its output in the logs folder), one after another, most telling first;
@@ -27,15 +29,15 @@ the first four are the verdict on this GPU kind:
    compute-sanitizer memcheck where it is on the PATH);
 5. the kernel benchmark (benchmarks/kernels.py), both variants at the paper's and the MQAR head shapes, 4K to 16K
    tokens, against fla, our linear kernels and SDPA;
-6. packed training (benchmarks/packing.py; the step is in the plan only where that module exists);
+6. packed training (PACKING_STEP, `python -m benchmarks.packing`; in the plan only where that module exists);
 7. GPU training throughput (benchmarks/gpu_training.py) of the log-linear mixers, alone on the GPU, eager,
    with the GPU's utilisation sampled by nvidia-smi;
 8. the same compiled (`train.compile=true`) and 9. compiled and captured as CUDA graphs (`train.cuda_graphs=true`);
 10. a short MQAR sweep on the GPU, several runs sharing it, against the same runs on the CPU
    (benchmarks/sweep_agreement.py); it gets whatever time the steps before it left.
 
-Each step has its own cap (`Step.cap_s`, estimates: none has been timed on a GPU in this form), so that one slow
-step leaves time for those after it: a step is stopped (its process group killed) at the smaller of its cap and
+Each step has its own cap (`Step.cap_s`: estimates, as no step has been timed on a GPU in this form), so that one
+slow step leaves time for those after it: a step is stopped (its process group killed) at the smaller of its cap and
 what is left of --time-limit, and a step that would start with less than MIN_STEP_S left is skipped; a step that
 fails or is stopped is recorded so, and the next one runs. Steps that take a time limit of their own get their
 cap less a margin, so that they stop between items and keep what they measured. Every step shares one folder of
@@ -44,16 +46,19 @@ Triton's compile cache (TRITON_CACHE_DIR as set, else Triton's default folder; t
 compiled kernels at the start, which the self-check's time depends on).
 
 The record, one dated section `gpu check <date>` appended to benchmarks/RESULTS.md and `record.md` in the logs
-folder: device, compute capability, driver, torch, Triton and fla versions, the command, each step's status and
-duration, what ran, passed, failed and was skipped for time, the self-check's seconds per dtype, and the GPU kind's
-record. When all four verdict steps ran and passed, this GPU kind's record in kernels/verified_gpus.json is
-replaced by one of this check (float32 and bf16 verified; it lifts the known faults there for this fused code);
-when one of them failed or was stopped, this kind's record is removed (the latest check of it did not pass).
+folder: device, compute capability, driver, torch, Triton and fla versions, the command, each step's cap, status and
+duration, which steps passed, failed, were stopped and were skipped for time, the self-check's seconds per dtype,
+and what became of this GPU kind's entry in kernels/verified_gpus.json: when all four verdict steps passed, it is
+replaced by a record of this check (float32 and bf16 verified, which lifts the known faults on this kind for this
+fused code); when one of them failed, it is removed (the latest check of this kind did not pass); when one was left
+out, stopped or skipped, it is left as it was. A passing record is written before step 5, so that the steps after
+it run the kernels the record lifts.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import importlib.metadata
 import importlib.util
@@ -83,9 +88,16 @@ CHECKED_DTYPES = ("float32", "bfloat16")
 @dataclass(frozen=True)
 class Step:
     name: str
-    argv: list[str]
+    base: list[str]  # the command, without the time limit of its own
     cap_s: float = float("inf")  # the most this step may use, so that one slow step leaves time for the rest
     sample_gpu: bool = False  # sample the GPU's utilisation while it runs
+    own_limit: bool = False  # it takes --time-limit: its cap less STEP_LIMIT_MARGIN_S, to stop between its items
+
+    @property
+    def argv(self) -> list[str]:
+        if not self.own_limit or self.cap_s == float("inf"):
+            return self.base
+        return [*self.base, "--time-limit", f"{max(1.0, self.cap_s - STEP_LIMIT_MARGIN_S):g}"]
 
 
 @dataclass
@@ -107,31 +119,33 @@ def plan(logs: Path) -> list[Step]:
     workers = ["-n", str(os.cpu_count() or 1)] if importlib.util.find_spec("xdist") else []
     sanitize = ["--sanitize-failures"] if shutil.which("compute-sanitizer") else []
     steps = [
-        Step("doctor", [*py, "loglinear", "doctor"], cap_s=180),
+        Step("doctor", [*py, "loglinear", "doctor"], cap_s=200),
         Step("GPU tests", [*py, "pytest", "-m", "gpu", "-q", "-rfE", "-p", "no:cacheprovider", *workers, "tests"],
              cap_s=120),
         Step("determinism probe", [*py, "benchmarks.determinism", "--json", str(logs / "determinism.json")],
              cap_s=30),
-        Step("fault probe", [*py, "benchmarks.fault_probe", "--dtype", "bf16", "--T", "1024", *sanitize], cap_s=50),
-        with_limit(Step("kernel benchmark", [*py, "benchmarks.kernels", "--variant", "all", "--shape", "all",
-                                             "--T", "4096", "8192", "16384", "--json", str(logs / "kernels.json")],
-                        cap_s=45)),
+        Step("fault probe", [*py, "benchmarks.fault_probe", "--dtype", "bf16", "--T", "1024", *sanitize], cap_s=45),
+        Step("kernel benchmark", [*py, "benchmarks.kernels", "--variant", "all", "--shape", "all", "--T", "4096",
+                                  "8192", "16384", "--json", str(logs / "kernels.json")], cap_s=45, own_limit=True),
     ]
     if importlib.util.find_spec(PACKING) is not None:
         steps.append(PACKING_STEP)
     training = [*py, "benchmarks.gpu_training", "--mixers", "log_linear_mamba2", "log_linear_gated_deltanet",
                 "--steps", "60"]
     for label, extra in (("eager", []), ("compiled", ["--compile"]), ("compiled, CUDA graphs", ["--cuda-graphs"])):
-        steps.append(with_limit(Step(f"GPU training, {label}", [*training, *extra], cap_s=30, sample_gpu=True)))
+        steps.append(Step(f"GPU training, {label}", [*training, *extra], cap_s=25, sample_gpu=True, own_limit=True))
     steps.append(Step("MQAR sweep, GPU against CPU", [*py, "benchmarks.sweep_agreement", "--out", str(logs / "sweep")],
                       sample_gpu=True))
     return steps
 
 
-def with_limit(step: Step) -> Step:
-    """The step with its own --time-limit, its cap less STEP_LIMIT_MARGIN_S."""
-    own = max(1.0, step.cap_s - STEP_LIMIT_MARGIN_S)
-    return Step(step.name, [*step.argv, "--time-limit", f"{own:g}"], step.cap_s, step.sample_gpu)
+def fit_caps(steps: list[Step], limit_s: float) -> list[Step]:
+    """The steps with their caps scaled up to fill `limit_s` where they sum to less and none takes what is left
+    (a selection by --only gets the time of the steps it leaves out)."""
+    caps = sum(s.cap_s for s in steps)
+    if caps >= limit_s:
+        return steps
+    return [dataclasses.replace(s, cap_s=s.cap_s * limit_s / caps) for s in steps]
 
 
 def select(steps: list[Step], only: list[str] | None) -> list[Step]:
@@ -366,7 +380,7 @@ def main() -> None:
     stamp = now.strftime("%Y-%m-%d %H:%M")
     logs = Path(args.logs) if args.logs else ROOT / "benchmarks" / "gpu_checks" / now.strftime("%Y-%m-%d_%H%M")
     try:
-        steps = select(plan(logs), args.only)
+        steps = fit_caps(select(plan(logs), args.only), args.time_limit)
     except ValueError as e:
         parser.error(str(e))
     if args.dry_run:

@@ -38,7 +38,7 @@ def test_the_dry_run_lists_every_step_and_exits_0_on_any_machine():
     assert lines[0].startswith("would run, within 60 s")
     assert [line.split(" (")[0] for line in lines[1:]] == [
         f"{i}. {s.name}" for i, s in enumerate(gpu_check.plan(Path("logs")), 1)]
-    assert lines[1] == "1. doctor (at most 180 s): -m loglinear doctor"
+    assert lines[1] == "1. doctor (at most 200 s): -m loglinear doctor"
     assert lines[-1].startswith(f"{len(lines) - 1}. MQAR sweep, GPU against CPU (what is left): ")
     assert "pytest -m gpu" in done.stdout and "benchmarks.determinism" in done.stdout
 
@@ -53,7 +53,7 @@ def test_only_keeps_the_named_steps_in_order_and_refuses_a_word_that_names_none(
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--only", "doctor"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[1:] == ["1. doctor (at most 180 s): -m loglinear doctor"], done.stdout
+    assert done.stdout.splitlines()[1:] == ["1. doctor (at most 540 s): -m loglinear doctor"], done.stdout
 
 
 def test_a_failed_step_is_recorded_the_next_runs_and_the_limit_stops_the_rest(tmp_path, monkeypatch):
@@ -231,6 +231,10 @@ def test_the_plan_puts_the_verdict_first_and_its_caps_fit_the_default_limit():
         if "--time-limit" in step.argv:  # it stops between its items before its cap kills it
             assert float(step.argv[step.argv.index("--time-limit") + 1]) == step.cap_s - gpu_check.STEP_LIMIT_MARGIN_S
     assert "--dtype" in steps[3].argv and steps[3].argv[steps[3].argv.index("--dtype") + 1] == "bf16"
+    assert gpu_check.fit_caps(steps, gpu_check.DEFAULT_LIMIT_S) == steps  # the whole plan: its caps as they are
+    training = gpu_check.fit_caps(gpu_check.select(steps, ["training"]), 540)
+    assert [s.cap_s for s in training] == [180, 180, 180]  # a selection gets the time of the steps left out
+    assert training[0].argv[-2:] == ["--time-limit", "170"]
 
 
 @pytest.mark.parametrize("exists", [False, True])
