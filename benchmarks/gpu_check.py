@@ -1,8 +1,8 @@
 """Everything a GPU must show, in one command that finishes within 9 minutes: what the fused kernels do on this GPU
 kind (and whether the known faults stand there), then what the GPU gives.
 
-On a machine with a CUDA GPU, from a checkout of the repository, after installing the torch build the machine needs,
-`python -m pip install -e ".[test,triton]"` and the benchmark peer `python -m pip install fla-core==0.6.0`, the one
+On a machine with a CUDA GPU, from a checkout of the repository, after installing the torch build the machine needs
+and `python -m pip install -e ".[test]"` (which brings Triton and the benchmark peer fla-core 0.6.0), the one
 command is
 
     python -m benchmarks.gpu_check

@@ -315,7 +315,7 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(raws, f, indent=1)
-    if a.quick or a.smoke:
+    if a.quick or a.smoke or not parts:
         return
     path = write_section(SECTION, merge_into_results(parts))
     print(f"\nwritten to {path}")
