@@ -5,8 +5,9 @@
     TRITON_INTERPRET=1 python3 -m benchmarks.determinism --tiny   # any device (CPU: Triton's interpreter)
 
 Each case is one variant (log-linear Mamba-2: beta None; log-linear Gated DeltaNet: beta given) in one dtype
-(float32, bf16), run with `impl="triton"` (every fused kernel: the intra-chunk and scan kernels, and the delta
-rule's preparation, forward and backward) at CALLS_OF_CHUNKS chunks from an initial state at an unaligned
+(float32, bf16), run on the fused kernels through `run_impl` (past the self-check and the known faults: a probe
+is for what the kernels do; every fused kernel: the intra-chunk and scan kernels, and the delta
+rule's preparation, forward and backward) at CHUNKS chunks from an initial state at an unaligned
 position, forward and backward through the output and the final state. For every output (o, the final state,
 and the gradient of each input and of the initial state) the table gives the largest |difference| between
 the first call and each later one: 0 when the kernels are deterministic.
@@ -23,7 +24,7 @@ import torch
 # kernel_inputs first: it selects Triton's interpreter on a machine without CUDA
 from benchmarks.kernel_inputs import Shape, make_base
 from benchmarks.results_md import markdown_table
-from loglinear.kernels import LogLinearState, log_linear_attn, num_levels, value_checks
+from loglinear.kernels import LogLinearState, num_levels, run_impl, value_checks
 
 CALLS = 4
 CHUNKS = 4  # a multi-chunk length: T = CHUNKS chunks, so the scan carries state across chunks
@@ -47,9 +48,9 @@ def call(base: dict, state: torch.Tensor, offset: int, chunk: int, weights: dict
     levels = state.detach().clone().requires_grad_()
     position = torch.full((levels.shape[0],), offset, dtype=torch.int64, device=levels.device)
     with value_checks(False):
-        o, final = log_linear_attn(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["lam"],
-                                   leaves.get("beta"), initial_state=LogLinearState(levels, position),
-                                   output_final_state=True, impl="triton", chunk_size=chunk)
+        o, final = run_impl("triton", leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["lam"],
+                            leaves.get("beta"), initial_state=LogLinearState(levels, position),
+                            output_final_state=True, chunk_size=chunk)
     ((o.float() * weights["o"]).sum() + (final.levels.float() * weights["final"]).sum()).backward()
     return {"o": o.detach(), "final state": final.levels.detach(), "d initial state": levels.grad,
             **{f"d{n}": x.grad for n, x in leaves.items()}}

@@ -4,11 +4,14 @@ pinned to its case and the next case still runs. With `--sanitizer` (and `comput
 child runs under its memory checker, which names the kernel and the address of a bad access.
 
     python3 -m benchmarks.fault_probe                      # CUDA: every case at T=1024, a table of outcomes
+    python3 -m benchmarks.fault_probe --dtype bf16         # the bf16 cases only (where faults were seen)
     python3 -m benchmarks.fault_probe --sanitize-failures  # then each failing case again under compute-sanitizer
     python3 -m benchmarks.fault_probe --sanitizer --T 256  # each case under compute-sanitizer (slow)
     python3 -m benchmarks.fault_probe --case mamba2 paper bf16 backward --T 1024   # one case, in this process
     TRITON_INTERPRET=1 python3 -m benchmarks.fault_probe --case gdn mqar fp32 backward --T 80 --device cpu --smoke
                                                            # the script itself on tiny shapes, on the CPU
+
+Exit status 0 when every case ran, 1 when one failed, 2 for a bad argument.
 """
 
 from __future__ import annotations
@@ -102,6 +105,7 @@ def main() -> None:
                         help="with --case: the device (cpu: Triton's interpreter, TRITON_INTERPRET=1)")
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes (1 sequence, 2 heads): checks the script, e.g. on the CPU, not the GPU")
+    parser.add_argument("--dtype", choices=DTYPES, help="only the cases in this dtype (default: every dtype)")
     args = parser.parse_args()
     if args.case:
         variant, shape_name, dtype_name, passes = args.case
@@ -118,7 +122,7 @@ def main() -> None:
           f"{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process, "
           f"{args.jobs} at a time")
     print("| variant | shape | dtype | passes | outcome | s | last lines |\n|---|---|---|---|---|---|---|", flush=True)
-    cases = list(itertools.product(VARIANTS, SHAPE_NAMES, DTYPES, PASSES))
+    cases = list(itertools.product(VARIANTS, SHAPE_NAMES, (args.dtype,) if args.dtype else DTYPES, PASSES))
     failing = []
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = pool.map(lambda c: probe(c, args.T, args.sanitizer, args.smoke), cases)
@@ -130,6 +134,8 @@ def main() -> None:
         for case in failing:
             report = sanitizer_report(case, args.T, args.smoke)
             print(f"\n{' '.join(case)} under compute-sanitizer memcheck:\n{report}", flush=True)
+    if failing:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Triton kernels) and with `model.impl=chunk` (the chunkwise torch path), same see
     python3 -m benchmarks.gpu_training                      # CUDA: writes its section of RESULTS.md
     python3 -m benchmarks.gpu_training --mixers mamba2 gated_deltanet   # a subset: its own section
     python3 -m benchmarks.gpu_training --quick --steps 20   # tiny data, any device, print only (CPU: about 1 min)
+    python3 -m benchmarks.gpu_training --compile            # compiled (train.compile=true); --cuda-graphs: captured too
 
 Each run is the real training path, `loglinear.runs.train.train` on the preset with overrides
 (model=model/<mixer>.yaml, model.d_model, model.impl, train.precision=auto: bf16-mixed on CUDA,
@@ -110,6 +111,7 @@ def run_once(mixer: str, impl: str, precision: str, args: argparse.Namespace, ro
         "train.early_stop_threshold=null", "train.seed=0",
         "logger.wandb.mode=disabled", "logger.progress=false", f"out_dir={out}",
         *(QUICK_DATA if args.quick else []), *(["train.compile=true"] if args.compile else []),
+        *(["train.cuda_graphs=true"] if args.cuda_graphs else []),
     ]
     cfg = load_run_config(PRESET, overrides)
     batch = cfg.data.batch_size
@@ -166,12 +168,18 @@ def describe(args: argparse.Namespace, precision: str, done: int, total: int) ->
         f"**Partial: {done} of {total} mixers measured (stopped early: --time-limit, or killed).**\n\n"
     return (
         f"{partial}`{PRESET}`, d_model {args.d_model}, {args.steps} steps, "
-        f"{'compiled (train.compile=true)' if args.compile else 'eager'}, seed 0, precision {precision}, "
+        f"{mode(args)}, seed 0, precision {precision}, "
         f"torch {torch.__version__}, triton {triton_version()}. Loss logged every {val_every(args.steps)} steps; "
         f"steps/s over the steps after the first {min(args.skip, args.steps // 2)}, those after a validation left "
         f"out; peak memory torch.cuda.max_memory_allocated. The curves agree when max |d| <= max(ref, 2^-7 x mean "
         f"loss) (benchmarks/gpu_training.py's docstring says why).\n\n"
     )
+
+
+def mode(args: argparse.Namespace) -> str:
+    if args.cuda_graphs:
+        return "compiled and captured as CUDA graphs (train.compile=true, train.cuda_graphs=true)"
+    return "compiled (train.compile=true)" if args.compile else "eager"
 
 
 def triton_version() -> str:
@@ -190,6 +198,9 @@ def main() -> None:
     parser.add_argument("--skip", type=int, default=10, help="first steps left out of steps/s (at most half)")
     parser.add_argument("--quick", action="store_true", help="tiny data (batch 32, T 64), print only")
     parser.add_argument("--compile", action="store_true", help="every run with train.compile=true (its own section)")
+    parser.add_argument("--cuda-graphs", action="store_true",
+                        help="every run compiled and captured as CUDA graphs (train.cuda_graphs=true; implies "
+                             "--compile; CUDA only; its own section)")
     parser.add_argument("--time-limit", type=float, metavar="S",
                         help="start no mixer that would end more than S seconds after the start, if it took as "
                              "long as the mixer before it")
@@ -198,6 +209,9 @@ def main() -> None:
     if args.steps < 10:
         parser.error("--steps must be at least 10 (a loss logged every tenth of the steps)")
     cuda = torch.cuda.is_available()
+    if args.cuda_graphs and not cuda:
+        parser.error("--cuda-graphs needs a CUDA device (CUDA graphs capture GPU work)")
+    args.compile = args.compile or args.cuda_graphs
     precision = "bf16-mixed" if cuda else "32-true"  # what the runs' train.precision=auto picks
     write = cuda and not args.quick
     if not cuda:
@@ -205,6 +219,7 @@ def main() -> None:
     section = SECTION if args.mixers == list(MIXERS.names()) else f"{SECTION} ({', '.join(args.mixers)})"
     if args.compile or args.d_model != 64:
         section += f", d_model {args.d_model}" + (", compiled" if args.compile else "")
+        section += ", CUDA graphs" if args.cuda_graphs else ""
     rows: list[list[object]] = []
     with tempfile.TemporaryDirectory(prefix="gpu_training_") as tmp:
         for mixer in args.mixers:

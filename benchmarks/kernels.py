@@ -41,6 +41,7 @@ command, device and versions), and a run replaces only the parts it measured.
 Elsewhere:
 
     python3 -m benchmarks.kernels --variant mamba2 --shape paper --T 1024 4096 --quick   # print only
+    python3 -m benchmarks.kernels --time-limit 120   # starts no length that would end past 120 s (by the one before)
     TRITON_INTERPRET=1 python3 -m benchmarks.kernels --smoke --quick    # tiny shapes, any device (CPU too)
 """
 
@@ -62,6 +63,7 @@ import torch
 from benchmarks.kernel_inputs import CHUNK, SHAPES, SMOKE_SHAPES, make_base
 from benchmarks.kernel_peers import VARIANTS, Libraries, Method, load_libraries, methods_for, short_error
 from benchmarks.results_md import RESULTS, command, markdown_table, write_section
+from benchmarks.time_limit import TimeLimit
 
 SECTION = "kernels (GPU)"
 PART_ORDER = ["mamba2-paper", "mamba2-mqar", "gdn-paper", "gdn-mqar"]
@@ -190,13 +192,24 @@ def versions(libs: Libraries) -> str:
     return ", ".join(parts)
 
 
+NOT_MEASURED = "not measured (--time-limit)"
+
+
 def run_part(variant: str, shape_name: str, lengths: list[int], libs: Libraries, device: torch.device,
-             dtype: torch.dtype, smoke: bool) -> tuple[str, dict]:
+             dtype: torch.dtype, smoke: bool, limit: TimeLimit | None = None) -> tuple[str, dict]:
+    """One table: every method at every length; a length that `limit` says would end too late, and those after
+    it, are cells NOT_MEASURED."""
     shape = (SMOKE_SHAPES if smoke else SHAPES)[(variant, shape_name)]
     methods = methods_for(variant, shape, libs, device)
     res: dict[str, dict[int, float | str]] = {key: {} for key in methods}
     notes: list[str] = []
     for i, T in enumerate(lengths):
+        if limit is not None and not limit.fits():
+            for later in lengths[i:]:
+                for key in methods:
+                    res[key][later] = NOT_MEASURED
+            notes.append(f"**Partial**: T={T} and longer not measured (--time-limit {limit.seconds:g} s)")
+            break
         try:
             base = make_base(shape, T, variant == "gdn", dtype, device)
         except torch.cuda.OutOfMemoryError:
@@ -221,6 +234,8 @@ def run_part(variant: str, shape_name: str, lengths: list[int], libs: Libraries,
             print(f"  {variant}/{shape_name} T={T:>6} {m.label}: {fmt(res[key][T])}", flush=True)
         del base
         free_memory()
+        if limit is not None:
+            limit.done()
 
     title = (f"{TITLES[variant]}, {shape_name} shape: {shape.describe()}, chunk {CHUNK}, "
              f"{str(dtype).split('.')[-1]}, forward+backward ms (median)")
@@ -267,6 +282,9 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true",
                         help="tiny shapes on any device (CPU: Triton interpreter, wall-clock timing); prints only")
     parser.add_argument("--json", help="also write the raw measurements to this file")
+    parser.add_argument("--time-limit", type=float, metavar="S",
+                        help="start no length that would end more than S seconds after the start, if it took as "
+                             "long as the length before it; a table with none measured is not written")
     a = parser.parse_args()
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -283,9 +301,13 @@ def main() -> None:
         print(f"  {name}: {why}", flush=True)
 
     parts, raws = {}, []
+    limit = TimeLimit(a.time_limit)
     for variant in variants:
         for shape_name in shapes:
-            text, raw = run_part(variant, shape_name, lengths, libs, device, dtype, a.smoke)
+            text, raw = run_part(variant, shape_name, lengths, libs, device, dtype, a.smoke, limit)
+            if all(cell == NOT_MEASURED for cells in raw["ms"].values() for cell in cells.values()):
+                print(f"--time-limit {a.time_limit:g}: {variant}/{shape_name} not measured", flush=True)
+                continue
             parts[f"{variant}-{shape_name}"] = text
             raws.append(raw)
             print("\n" + text, flush=True)
@@ -293,7 +315,7 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump(raws, f, indent=1)
-    if a.quick or a.smoke:
+    if a.quick or a.smoke or not parts:
         return
     path = write_section(SECTION, merge_into_results(parts))
     print(f"\nwritten to {path}")

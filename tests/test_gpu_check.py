@@ -1,6 +1,8 @@
-"""benchmarks.gpu_check and its parts, on the CPU: the dry run, the time limit, a failed step recorded while the
-next one runs, the record; the determinism probe in Triton's interpreter; the GPU-against-CPU comparison on
-made-up runs; the GPU found deciding which of fla's kernels are tried."""
+"""benchmarks.gpu_check and its parts, on the CPU: the dry run and the plan (the verdict first, caps within the
+limit, the packing slot), the time limit, a failed step recorded while the next one runs, the GPU kind's record
+written, removed or left by the verdict, the record of the check; the fault probe's exit status, the kernel
+benchmark's time limit, the determinism probe in Triton's interpreter; the GPU-against-CPU comparison on made-up
+runs; the GPU found deciding which of fla's kernels are tried."""
 
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ import pytest
 import torch
 import yaml
 
-from benchmarks import determinism, gpu_check, results_md, sweep_agreement
-from benchmarks.kernel_peers import fla_refusal
+from benchmarks import determinism, fault_probe, gpu_check, kernels, results_md, sweep_agreement
+from benchmarks.kernel_inputs import SMOKE_SHAPES
+from benchmarks.kernel_peers import Libraries, fla_refusal
+from loglinear.kernels import selfcheck, verified_gpus
+from loglinear.kernels.variant import Variant
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -31,8 +36,10 @@ def test_the_dry_run_lists_every_step_and_exits_0_on_any_machine():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("would run, within 60 s")
-    assert [line.split(":")[0] for line in lines[1:]] == [
+    assert [line.split(" (")[0] for line in lines[1:]] == [
         f"{i}. {s.name}" for i, s in enumerate(gpu_check.plan(Path("logs")), 1)]
+    assert lines[1] == "1. doctor (at most 200 s): -m loglinear doctor"
+    assert lines[-1].startswith(f"{len(lines) - 1}. MQAR sweep, GPU against CPU (what is left): ")
     assert "pytest -m gpu" in done.stdout and "benchmarks.determinism" in done.stdout
 
 
@@ -41,11 +48,12 @@ def test_only_keeps_the_named_steps_in_order_and_refuses_a_word_that_names_none(
     chosen = gpu_check.select(steps, ["Sweep", "compiled"])
     assert [s.name for s in chosen] == [s.name for s in steps if "compiled" in s.name] + ["MQAR sweep, GPU against CPU"]
     assert gpu_check.select(steps, None) == steps
-    with pytest.raises(ValueError, match="matches no step; the steps are: fault probe; doctor"):
+    with pytest.raises(ValueError, match="matches no step; the steps are: doctor; GPU tests; determinism probe"):
         gpu_check.select(steps, ["nothing"])
     done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--only", "doctor"],
                           capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0 and done.stdout.splitlines()[1:] == ["1. doctor: -m loglinear doctor"], done.stdout
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[1:] == ["1. doctor (at most 540 s): -m loglinear doctor"], done.stdout
 
 
 def test_a_failed_step_is_recorded_the_next_runs_and_the_limit_stops_the_rest(tmp_path, monkeypatch):
@@ -77,7 +85,7 @@ def test_the_record_is_a_dated_section_appended_to_the_results(tmp_path, monkeyp
     assert "## gpu check 2026-01-01 10:00" in text and "## gpu check 2026-01-02 10:00" in text
     for field in ("NVIDIA H100", "capability 9.0", "driver 580.1", "torch 2.11", "triton 3.6.0", "fla-core 0.6.0",
                   "- command: `", "- date: ", "Time limit 1200 s, 12 s used", "| 1 | doctor | `-m loglinear doctor` | "
-                  "passed | 12 | `01-doctor.log` | mean 40% |"):
+                  "- | passed | 12 | `01-doctor.log` | mean 40% |"):
         assert field in text
 
 
@@ -208,3 +216,176 @@ def test_the_fault_probe_refuses_no_workers_in_one_line():
     done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--jobs", "0"], capture_output=True,
                           text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("--jobs must be >= 1, got 0")
+
+
+def test_the_plan_puts_the_verdict_first_and_its_caps_fit_the_default_limit():
+    steps = gpu_check.plan(Path("logs"))
+    names = [s.name for s in steps]
+    assert tuple(names[:4]) == gpu_check.VERDICT
+    later = ["kernel benchmark", "GPU training, eager", "GPU training, compiled", "GPU training, compiled, CUDA graphs",
+             "MQAR sweep, GPU against CPU"]
+    assert [n for n in names[4:] if n != "packed training"] == later
+    assert steps[-1].cap_s == float("inf")  # the sweep agreement gets what the others left
+    assert sum(s.cap_s for s in steps[:-1]) <= gpu_check.DEFAULT_LIMIT_S
+    for step in steps:
+        if "--time-limit" in step.argv:  # it stops between its items before its cap kills it
+            assert float(step.argv[step.argv.index("--time-limit") + 1]) == step.cap_s - gpu_check.STEP_LIMIT_MARGIN_S
+    assert "--dtype" in steps[3].argv and steps[3].argv[steps[3].argv.index("--dtype") + 1] == "bf16"
+    assert gpu_check.fit_caps(steps, gpu_check.DEFAULT_LIMIT_S) == steps  # the whole plan: its caps as they are
+    training = gpu_check.fit_caps(gpu_check.select(steps, ["training"]), 540)
+    assert [s.cap_s for s in training] == [180, 180, 180]  # a selection gets the time of the steps left out
+    assert training[0].argv[-2:] == ["--time-limit", "170"]
+
+
+@pytest.mark.parametrize("exists", [False, True])
+def test_the_packing_step_is_planned_only_where_its_module_exists(monkeypatch, exists):
+    real = gpu_check.importlib.util.find_spec
+
+    def find_spec(name, *args):
+        return (object() if exists else None) if name == gpu_check.PACKING else real(name, *args)
+
+    monkeypatch.setattr(gpu_check.importlib.util, "find_spec", find_spec)
+    names = [s.name for s in gpu_check.plan(Path("logs"))]
+    assert ("packed training" in names) == exists
+    if exists:
+        assert names.index("packed training") == names.index("GPU training, eager") - 1
+        assert gpu_check.PACKING_STEP.argv[1:] == ["-m", "benchmarks.packing"]
+
+
+def test_the_verdict_hook_runs_once_after_the_last_verdict_step_and_before_the_next(tmp_path):
+    seen: list[list[str]] = []
+    steps = [gpu_check.Step(name, python("pass")) for name in (*gpu_check.VERDICT, "later")]
+    outcomes = gpu_check.run_all(steps, tmp_path, limit_s=120,
+                                 after_verdict=lambda done: seen.append([o.status for o in done]))
+    assert seen == [["passed"] * 4] and len(outcomes) == 5
+
+
+@pytest.fixture
+def gpu_kind(monkeypatch, tmp_path):
+    """An H200 with Triton 3.6.0 and a records file of the test's own holding an H100 record."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.6.0", "loglinear": "0"})
+    path = tmp_path / "verified_gpus.json"
+    monkeypatch.setattr(verified_gpus, "RECORDS", path)
+    h100 = verified_gpus.Record(verified_gpus.GpuKind("NVIDIA H100 80GB HBM3", "9.0", "3.6.0"), "0" * 16,
+                                "2026-01-01", ("float32",), "a", "b", "benchmarks/gpu_checks/x")
+    verified_gpus.save_records([h100])
+    return verified_gpus.GpuKind("NVIDIA H200", "9.0", "3.6.0"), h100
+
+
+def outcomes_of(statuses: list[str]) -> tuple[list[gpu_check.Step], list[gpu_check.Outcome]]:
+    steps = [gpu_check.Step(name, ["true"]) for name in gpu_check.VERDICT]
+    return steps, [gpu_check.Outcome(s, 1.0, None) for s in statuses]
+
+
+def test_a_passing_verdict_writes_the_kinds_record_and_lifts_its_faults(gpu_kind, tmp_path):
+    h200, h100 = gpu_kind
+    assert verified_gpus.refusal(h200, Variant.SCALAR_DECAY, torch.bfloat16) is not None
+    text = gpu_check.update_trust(*outcomes_of(["passed"] * 4), tmp_path / "logs", "2026-02-03")
+    assert text.startswith(f"{h200}: verified in float32, bfloat16, record written to ")
+    records = verified_gpus.load_records()
+    assert records[0] == h100 and len(records) == 2
+    new = records[1]
+    assert (new.kind, new.dtypes, new.date, new.kernels) == (h200, ("float32", "bfloat16"), "2026-02-03",
+                                                            verified_gpus.fused_digest())
+    assert new.logs == str(tmp_path / "logs")  # outside the repository: the path as given
+    for variant in Variant:
+        assert verified_gpus.refusal(h200, variant, torch.bfloat16) is None
+    assert verified_gpus.refusal(h200, Variant.SCALAR_DECAY, torch.float16) is not None
+
+
+def test_a_failed_verdict_removes_the_kinds_record_and_an_inconclusive_one_leaves_it(gpu_kind, tmp_path):
+    h200, h100 = gpu_kind
+    gpu_check.update_trust(*outcomes_of(["passed"] * 4), tmp_path, "2026-02-03")
+    before = verified_gpus.load_records()
+    text = gpu_check.update_trust(*outcomes_of(["passed", "timed out after 120 s", "passed", "passed"]), tmp_path,
+                                  "2026-02-04")
+    assert text.startswith(f"{h200}: not judged (GPU tests timed out after 120 s)")
+    assert verified_gpus.load_records() == before
+    steps, outcomes = outcomes_of(["passed"] * 4)
+    text = gpu_check.update_trust(steps[:1], outcomes[:1], tmp_path, "2026-02-04")  # --only doctor
+    assert "not judged (GPU tests, determinism probe, fault probe not in the steps run (--only))" in text
+    assert verified_gpus.load_records() == before
+    text = gpu_check.update_trust(*outcomes_of(["passed", "passed", "failed (exit 1)", "passed"]), tmp_path,
+                                  "2026-02-05")
+    assert text == (f"{h200}: not verified (determinism probe failed (exit 1)); the known faults stand there; its "
+                    "record removed from loglinear/kernels/verified_gpus.json")
+    assert verified_gpus.load_records() == [h100]
+
+
+def test_the_record_says_what_passed_failed_and_was_skipped_the_self_checks_cost_and_the_kinds_record(tmp_path):
+    (tmp_path / "01-doctor.log").write_text(
+        "cuda:0: NVIDIA H200, compute capability 9.0\n"
+        "self-check on NVIDIA H200, float32: passed (closest: dg ...); stored in /x.json; took 41 s\n"
+        "self-check on NVIDIA H200, bfloat16: FAILED: mamba2 B2 T2048 ...: not deterministic; stored in /y.json; "
+        "took 63 s\n")
+    costs = gpu_check.selfcheck_costs(tmp_path / "01-doctor.log")
+    assert costs == ["NVIDIA H200, float32: passed, 41 s", "NVIDIA H200, bfloat16: FAILED, 63 s"]
+    steps = [gpu_check.Step("doctor", ["x", "-m", "loglinear", "doctor"], cap_s=180),
+             gpu_check.Step("kernel benchmark", ["x", "-m", "benchmarks.kernels"], cap_s=45),
+             gpu_check.Step("MQAR sweep, GPU against CPU", ["x", "-m", "benchmarks.sweep_agreement"])]
+    outcomes = [gpu_check.Outcome("failed (exit 1)", 104.0, tmp_path / "01-doctor.log"),
+                gpu_check.Outcome("timed out after 45 s", 45.0, tmp_path / "02-kernel-benchmark.log"),
+                gpu_check.Outcome("skipped: 3 s of --time-limit left", 0.0, None)]
+    env = {"device": "NVIDIA H200", "capability": "9.0", "driver": "580.1", "torch": "2.11", "triton": "3.6.0",
+           "fla-core": "0.6.0"}
+    text = gpu_check.record(steps, outcomes, env, tmp_path, 540, "NVIDIA H200 (...): not verified", costs,
+                            "/root/.triton/cache (0 files at the start)")
+    assert ("- steps: passed: none; failed: doctor; stopped at its cap or the limit: kernel benchmark; skipped for "
+            "time: MQAR sweep, GPU against CPU") in text
+    assert "- self-check (doctor): NVIDIA H200, float32: passed, 41 s; NVIDIA H200, bfloat16: FAILED, 63 s" in text
+    assert "- this GPU kind's record: NVIDIA H200 (...): not verified" in text
+    assert "- Triton's compile cache: /root/.triton/cache (0 files at the start)" in text
+    assert "| 2 | kernel benchmark | `-m benchmarks.kernels` | 45 | timed out after 45 s | 45 |" in text
+    assert "| 3 | MQAR sweep, GPU against CPU | `-m benchmarks.sweep_agreement` | - | skipped: 3 s" in text
+
+
+def test_every_step_shares_one_folder_of_self_check_verdicts_in_the_logs(tmp_path):
+    env = gpu_check.step_env(tmp_path)
+    assert env["LOGLINEAR_CACHE_DIR"] == str(tmp_path / "selfcheck")
+    step = gpu_check.Step("reads it", python("import os; print(os.environ['LOGLINEAR_CACHE_DIR'])"))
+    outcome = gpu_check.run_step(step, tmp_path / "01.log", 60, env)
+    assert outcome.status == "passed" and str(tmp_path / "selfcheck") in outcome.log.read_text()
+
+
+def test_the_fault_probe_exits_1_when_a_case_fails_and_runs_only_the_dtype_asked(monkeypatch, capsys):
+    ran = []
+
+    def probe(case, T, sanitizer, smoke):
+        ran.append(case)
+        return ("exit 1", 1.0, "illegal memory access") if case == ("gdn", "mqar", "bf16", "backward") else \
+            ("ok", 1.0, "")
+
+    monkeypatch.setattr(fault_probe, "probe", probe)
+    monkeypatch.setattr(sys, "argv", ["fault_probe", "--dtype", "bf16", "--jobs", "1"])
+    with pytest.raises(SystemExit) as ended:
+        fault_probe.main()
+    assert ended.value.code == 1
+    assert len(ran) == 8 and {case[2] for case in ran} == {"bf16"}
+    assert "| gdn | mqar | bf16 | backward | exit 1 | 1 | illegal memory access |" in capsys.readouterr().out
+
+
+class Stopping:
+    """A TimeLimit whose first `items` items fit and the rest do not."""
+
+    def __init__(self, items: int) -> None:
+        self.left, self.seconds = items, 40.0
+
+    def fits(self) -> bool:
+        self.left -= 1
+        return self.left >= 0
+
+    def done(self) -> None:
+        pass
+
+
+def test_the_kernel_benchmark_stops_at_its_time_limit_and_marks_what_it_left(monkeypatch):
+    monkeypatch.setattr(kernels, "measure", lambda *args: 1.0)
+    monkeypatch.setattr(kernels, "agreement", lambda *args: [])
+    text, raw = kernels.run_part("mamba2", "mqar", [64, 100, 128], Libraries(missing={"fla": "x", "mamba_ssm": "x"}),
+                                 torch.device("cpu"), torch.float32, True, Stopping(1))
+    ours = raw["ms"]["ours log-linear (triton)"]
+    assert ours == {"64": 1.0, "100": kernels.NOT_MEASURED, "128": kernels.NOT_MEASURED}
+    assert "**Partial**: T=100 and longer not measured (--time-limit 40 s)" in text
+    assert SMOKE_SHAPES["mamba2", "mqar"].describe() in text

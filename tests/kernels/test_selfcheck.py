@@ -7,16 +7,18 @@ The device is the CPU here; on a GPU the same functions run with a CUDA device (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
 import pytest
 import torch
 
-from loglinear.kernels import Choice, resolve_impl, selfcheck, triton_limits
+from loglinear.kernels import Choice, resolve_impl, selfcheck, verified_gpus
 from loglinear.kernels.selfcheck import (
     CACHE_ENV,
     CASES,
+    FAULT_CASES,
     MODE_ENV,
     SelfCheckFailed,
     SelfCheckWarning,
@@ -28,7 +30,7 @@ from loglinear.kernels.selfcheck import (
     run_check,
     verdict,
 )
-from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K, KnownFault
+from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K
 from loglinear.kernels.variant import Variant
 
 pytest.importorskip("triton")
@@ -280,27 +282,61 @@ def test_a_cache_that_cannot_be_written_costs_a_warning_not_the_run(monkeypatch,
         assert verdict(CPU, torch.float32).status == "passed"
 
 
-def test_a_case_a_known_fault_refuses_is_not_run_so_its_fault_cannot_fail_the_other_variant(monkeypatch):
-    """Where only the delta rule in bfloat16 is refused by version, the bfloat16 check runs Mamba-2's cases alone
-    (an H200 once failed the whole bfloat16 check on a delta-rule case no call would run)."""
+def test_the_check_runs_every_case_where_a_fault_stands_so_its_verdict_says_what_the_kernels_do(monkeypatch):
+    """Where a known fault refuses bf16 (no record lifts it), the bf16 check still runs both variants, the cases
+    where GPUs faulted included: that is how `loglinear doctor` and gpu_check verify a GPU kind. The refusal is
+    `fault_on`'s, apart from the verdict."""
     cuda = torch.device("cuda")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
     monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.6.0", "loglinear": None})
-    monkeypatch.setattr(triton_limits, "KNOWN_FAULTS", (KnownFault(
-        9, (3, 4), (3, 7, 1), Variant.DELTA_RULE, (torch.bfloat16, torch.float16), "a fault for the tests"),))
-    ran: list[tuple[bool, torch.dtype]] = []
+    monkeypatch.setattr(verified_gpus, "load_records", lambda path=None: [])
+    ran: list[tuple[selfcheck.Case, torch.dtype]] = []
 
     def compare(case, seed, device, dtype):
-        ran.append((case.delta, dtype))
-        return "a fault" if case.delta and dtype == torch.bfloat16 else []
+        ran.append((case, dtype))
+        return []
 
     monkeypatch.setattr(selfcheck, "_compare", compare)
     assert run_check(cuda, torch.bfloat16).failure is None
-    assert sorted(set(ran), key=str) == sorted({(False, torch.float32), (True, torch.float32),
-                                                (False, torch.bfloat16)}, key=str)
-    delta = Variant.DELTA_RULE
-    assert selfcheck.fault_on(cuda, delta, torch.float32) is None
-    assert selfcheck.fault_on(cuda, delta, torch.bfloat16) is not None
-    assert selfcheck.fault_on(CPU, delta, torch.bfloat16) is None
+    assert ran == [(c, d) for d in (torch.float32, torch.bfloat16) for c in CASES + FAULT_CASES]
+    for variant in Variant:
+        assert "no record of a passing check on NVIDIA H200" in selfcheck.fault_on(cuda, variant, torch.bfloat16)
+        assert selfcheck.fault_on(cuda, variant, torch.float32) is None
+        assert selfcheck.fault_on(CPU, variant, torch.bfloat16) is None
     monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11", "triton": "3.7.1", "loglinear": None})
-    assert selfcheck.fault_on(cuda, delta, torch.bfloat16) is None
+    assert selfcheck.fault_on(cuda, Variant.DELTA_RULE, torch.bfloat16) is None
+
+
+def test_the_cases_on_a_gpu_reach_the_shapes_where_gpus_faulted():
+    """benchmarks/gpu_checks/README.md: in bf16 before the float32 copies, Mamba-2's o differed between calls and one
+    element was off at T 2048, K 64, V 128 and V 64, one q/k head, lam and an initial state at (37, 100); the delta
+    rule failed at the same shapes and at K = V = 16. The small cases never reach 2,048 tokens."""
+    assert selfcheck.cases_for(CPU) == CASES and selfcheck.cases_for(torch.device("cuda")) == CASES + FAULT_CASES
+    assert max(c.T for c in CASES) < 2048
+    for delta in (False, True):
+        for V in (64, 128):
+            assert any(c.delta == delta and c.T >= 2048 and c.K == 64 and c.V == V and c.HK == 1 and c.levels
+                       and c.positions == (37, 100) and c.chunk_size == MAX_CHUNK for c in FAULT_CASES), (delta, V)
+    assert any(c.delta and c.K == c.V == 16 and c.HK > 1 and c.levels for c in FAULT_CASES)
+
+
+@pytest.mark.slow
+def test_a_fault_planted_at_the_faulting_shape_fails_the_gpu_cases(monkeypatch):
+    """An output that differs between identical calls only at 2,048 tokens with lam and one q/k head (as on the
+    H100 and the H200) fails the check at the first of the GPU's cases, run here with one value head (the
+    interpreter's time grows with the heads; the shape of each head is the fault's)."""
+    real, calls = function.intra_forward, []
+
+    def racy(q, k, G, A, v, lam, *rest):
+        o = real(q, k, G, A, v, lam, *rest)
+        if v.shape[1] >= 2048 and lam is not None and q.shape[2] == 1:
+            calls.append(1)
+            if len(calls) % 2 == 0:
+                o.view(-1)[12345] += 1e-3
+        return o
+
+    monkeypatch.setattr(function, "intra_forward", racy)
+    case = dataclasses.replace(FAULT_CASES[0], H=1)
+    assert run_check(CPU, torch.float32, (case,)).failure == (
+        f"{case} (float32): not deterministic: o differs between two identical calls (largest difference 1.0e-03)")

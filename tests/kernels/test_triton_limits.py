@@ -1,16 +1,14 @@
-"""The sizes the fused kernels take and the known faults refused by version (kernels/triton_limits.py)."""
+"""The sizes the fused kernels take and the ranges of the known faults (kernels/triton_limits.py; where a record lifts
+one: tests/kernels/test_verified_gpus.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from loglinear.kernels import selfcheck, triton_limits
-from loglinear.kernels.selfcheck import SelfCheckFailed, SelfCheckWarning, checked_impl
-from loglinear.kernels.triton_limits import MAX_K, KnownFault, known_fault, unsupported
+from loglinear.kernels import triton_limits
+from loglinear.kernels.triton_limits import KNOWN_FAULTS, MAX_K, KnownFault, known_fault, unsupported
 from loglinear.kernels.variant import Variant
-
-from .selfcheck_helpers import new_process
 
 DELTA, SCALAR = Variant.DELTA_RULE, Variant.SCALAR_DECAY
 HOPPER_BF16 = KnownFault(9, (3, 4), (3, 7, 1), DELTA, (torch.bfloat16, torch.float16), "a fault for the tests")
@@ -45,19 +43,8 @@ def test_a_known_fault_covers_its_generation_version_range_variant_and_dtypes(ca
     assert (known_fault(capability, triton, variant, dtype) is not None) == refused
 
 
-def test_a_known_fault_sends_auto_to_chunk_with_one_warning_and_refuses_triton(monkeypatch, tmp_path, hopper_fault):
-    monkeypatch.setenv(selfcheck.CACHE_ENV, str(tmp_path))
-    new_process(monkeypatch)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H100 80GB HBM3")
-    monkeypatch.setattr(selfcheck, "versions", lambda: {"torch": "2.11.0", "triton": "3.6.0", "loglinear": "0"})
-    monkeypatch.setattr(selfcheck, "run_check", lambda *a, **k: pytest.fail("a refused combination is not checked"))
-    gpu = torch.device("cuda", 0)
-    with pytest.warns(SelfCheckWarning) as caught:
-        first = checked_impl("auto", gpu, torch.bfloat16, "auto", DELTA)
-        second = checked_impl("auto", gpu, torch.bfloat16, "skip", DELTA)  # skipping the check does not lift it
-    assert first[0] == second[0] == "chunk" and len(caught) == 1
-    assert "refused on NVIDIA H100 80GB HBM3 (bfloat16)" in str(caught[0].message)
-    assert "Triton 3.4 to before 3.7.1" in str(caught[0].message)
-    with pytest.raises(SelfCheckFailed, match="impl='triton' refuses to run them"):
-        checked_impl("triton", gpu, torch.bfloat16, "auto", DELTA)
+def test_the_faults_seen_on_hopper_cover_both_variants_in_half_precision_and_not_float32():
+    for variant in Variant:
+        for dtype in (torch.bfloat16, torch.float16):
+            assert known_fault((9, 0), "3.6.0", variant, dtype) in KNOWN_FAULTS
+        assert known_fault((9, 0), "3.6.0", variant, torch.float32) is None

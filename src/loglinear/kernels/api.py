@@ -30,9 +30,10 @@ class Choice:
 def resolve_impl(impl: str, q: Tensor, beta: Tensor | None = None, *, selfcheck: str | None = None) -> Choice:
     """`impl`, or for "auto": "triton" for CUDA tensors that are not float64 when triton is installed,
     except for head dims the fused kernels do not take (triton_limits.MAX_K), which fall back to "chunk";
-    "chunk" everywhere else. Where "triton" would run on a CUDA device, the self-check decides first
-    (kernels/selfcheck.py; `selfcheck`: its mode, None for LOGLINEAR_SELFCHECK): a failed check turns
-    "auto" into "chunk" with one warning and makes an explicit "triton" raise `SelfCheckFailed`."""
+    "chunk" everywhere else. Where "triton" would run on a CUDA device, a known fault that stands on that GPU
+    kind (kernels/verified_gpus.py) and then the self-check decide first (kernels/selfcheck.py; `selfcheck`: its
+    mode, None for LOGLINEAR_SELFCHECK): either turns "auto" into "chunk" with one warning and makes an explicit
+    "triton" raise `SelfCheckFailed`."""
     if impl != "auto" and impl not in IMPLS:
         raise ValueError(f"unknown impl {impl!r}; valid: {', '.join(['auto', *IMPLS])}")
     name = impl

@@ -1,6 +1,7 @@
-"""`loglinear doctor`: the versions, the C++ compiler torch.compile needs on the CPU, the devices, which
-implementation `impl="auto"` picks on each, and the fused kernels' self-check run now (kernels/selfcheck.py), its
-verdicts stored for the next runs."""
+"""`loglinear doctor`: the versions, the C++ compiler torch.compile needs on the CPU, the devices, the fused
+kernels' self-check run now (kernels/selfcheck.py; its verdicts and its seconds), which implementation
+`impl="auto"` picks on each device, the known faults that stand there and the records of checks on that GPU kind
+(kernels/verified_gpus.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 
 import torch
@@ -19,14 +21,14 @@ from loglinear.kernels.selfcheck import (
     CACHE_ENV,
     MODE_ENV,
     cache_dir,
-    dtype_name,
+    fault_on,
     mode_of,
     package_version,
     verdict,
     versions,
 )
-from loglinear.kernels.triton_limits import known_fault
 from loglinear.kernels.variant import Variant
+from loglinear.kernels.verified_gpus import GpuKind, dtype_name, lifting_record, no_record
 
 CUDA_DTYPES = (torch.float32, torch.bfloat16)
 """The dtypes checked on a CUDA device: float32, and bf16 (what bf16-mixed training, the GPU default, feeds in)."""
@@ -78,13 +80,17 @@ def run_doctor(emit: Callable[[str], None] = print) -> bool:
         major, minor = torch.cuda.get_device_capability(device)
         emit(f"{device}: {torch.cuda.get_device_name(device)}, compute capability {major}.{minor}")
         well = _check(device, CUDA_DTYPES, emit) and well
+        kind = GpuKind.of(device, versions()["triton"])
         for dtype in CUDA_DTYPES:
             picked = resolve_impl("auto", torch.zeros(1, 1, 1, 1, device=device, dtype=dtype)).name
             emit(f"{device}: auto uses {picked} for {dtype_name(dtype)}")
+            found = lifting_record(kind, dtype)
+            emit(f"{device}: {dtype_name(dtype)} on this GPU kind: " + (
+                f"verified by the check of {found.date} ({found.logs})" if found else no_record(kind, dtype)))
             for variant in Variant:
-                fault = known_fault((major, minor), versions()["triton"], variant, dtype)
-                if fault is not None:
-                    emit(f"{device}: refused by version, auto uses chunk there: {fault}")
+                refused = fault_on(device, variant, dtype)
+                if refused is not None:
+                    emit(f"{device}: {variant.value} in {dtype_name(dtype)} refused, auto uses chunk there: {refused}")
     return well
 
 
@@ -92,13 +98,15 @@ def _check(device: torch.device, dtypes: tuple[torch.dtype, ...], emit: Callable
     """The self-check of `device` in each dtype, run now (and stored); True when all passed and were stored."""
     well = True
     for dtype in dtypes:
+        started = time.monotonic()
         found = verdict(device, dtype, "force")
         where = f"{found.key['device']}, {dtype_name(dtype)}"
+        took = f"{time.monotonic() - started:.0f} s"
         stored = (f"stored in {found.path}" if found.path else
                   f"NOT stored: {cache_dir()} cannot be written, so every run checks again ({CACHE_ENV} moves it)")
         if found.status == "passed":
-            emit(f"self-check on {where}: passed (closest: {found.closest}); {stored}")
+            emit(f"self-check on {where}: passed (closest: {found.closest}); {stored}; took {took}")
         else:
-            emit(f"self-check on {where}: FAILED: {found.failure}; {stored}")
+            emit(f"self-check on {where}: FAILED: {found.failure}; {stored}; took {took}")
         well = well and found.status == "passed" and found.path is not None
     return well

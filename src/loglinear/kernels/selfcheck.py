@@ -3,11 +3,14 @@
 The first time a process is about to run `impl="triton"` on a CUDA device (in a dtype), it runs, in a
 child process (kernels/selfcheck_process.py: a kernel fault fails the check instead of the caller), the
 fused kernels and `chunk` on `CASES` (both variants, odd T, K and V that are not powers of two,
-grouped heads, an initial state, lam and lam=None, two chunk sizes) in float32 and in the dtype in
-use, and compares the output, the final state and every gradient; a case whose variant a known fault refuses
-in a dtype (kernels/triton_limits.py) is not run in it, as no call runs it there. The verdict is stored in the
-cache directory (`cache_dir()`), one file per key: the device's name and compute capability, the
-torch, Triton and loglinear versions, a digest of the kernels' source and the dtype; any change
+grouped heads, an initial state, lam and lam=None, two chunk sizes) and, on a GPU, `FAULT_CASES` (the
+shapes where GPUs have faulted: 2,048 tokens over many chunks, K 64 with V 64 and V 128, one q/k head, lam
+and an initial state) in float32 and in the dtype in use, and compares the output, the final state and every
+gradient. A known fault that stands on this GPU kind (kernels/triton_limits.py, kernels/verified_gpus.py)
+refuses its calls whatever the verdict; the check runs its cases all the same, so the verdict says what the
+kernels do there (how `loglinear doctor` and benchmarks/gpu_check.py verify a GPU kind). The
+verdict is stored in the cache directory (`cache_dir()`), one file per key: the device's name and compute
+capability, the torch, Triton and loglinear versions, a digest of the kernels' source and the dtype; any change
 checks again. A failed check makes `impl="auto"` use `chunk` on that device (one warning) and an
 explicit `impl="triton"` raise `SelfCheckFailed`, both with the same message.
 
@@ -37,8 +40,8 @@ from loglinear.kernels.fenwick import num_levels
 from loglinear.kernels.impls import run_impl
 from loglinear.kernels.selfcheck_process import run_check_in_child
 from loglinear.kernels.state import LogLinearState
-from loglinear.kernels.triton_limits import KnownFault, known_fault
 from loglinear.kernels.variant import Variant
+from loglinear.kernels.verified_gpus import GpuKind, dtype_name, refusal
 
 MODE_ENV = "LOGLINEAR_SELFCHECK"
 CACHE_ENV = "LOGLINEAR_CACHE_DIR"
@@ -78,8 +81,27 @@ CASES = (
     Case(1, 130, 2, 1, 64, 24, delta=True, levels=False, positions=(37,), chunk_size=64),
     Case(1, 200, 2, 1, 128, 20, delta=False, levels=True, positions=(5,), chunk_size=64),
 )
-"""Small enough for Triton's interpreter on a CPU (tens of seconds) and, by their size, for well under a second on
-a GPU besides compiling (not yet timed there)."""
+"""Small enough for Triton's interpreter on a CPU (tens of seconds); they run on every device."""
+
+FAULT_CASES = (
+    Case(2, 2048, 4, 1, 64, 128, delta=False, levels=True, positions=(37, 100), chunk_size=64),
+    Case(2, 2048, 4, 1, 64, 64, delta=False, levels=True, positions=(37, 100), chunk_size=64),
+    Case(2, 2048, 4, 1, 64, 128, delta=True, levels=True, positions=(37, 100), chunk_size=64),
+    Case(2, 2048, 4, 1, 64, 64, delta=True, levels=True, positions=(37, 100), chunk_size=64),
+    Case(2, 1000, 4, 4, 64, 128, delta=False, levels=True, positions=(37, 100), chunk_size=64),
+    Case(2, 1000, 4, 4, 16, 16, delta=True, levels=True, positions=None, chunk_size=64),
+)
+"""The shapes of tests/kernels/test_fused_gpu.py where GPUs faulted in bf16 before the fused path read float32
+copies of its inputs (benchmarks/gpu_checks/README.md): outputs that differed between identical calls and one
+element off by 0.24 (Mamba-2, T 2048, K 64, V 128 and V 64, one q/k head, lam and an initial state at 37 and 100;
+and at T 1000 with four q/k heads), an out-of-bounds read and wrong gradients in the delta rule's backward
+(the same shapes, and K = V = 16). Run on a GPU only: in Triton's interpreter one of them takes about a minute."""
+
+
+def cases_for(device: torch.device) -> tuple[Case, ...]:
+    """The cases of a check on `device`: CASES, and FAULT_CASES on a GPU."""
+    return CASES + FAULT_CASES if device.type == "cuda" else CASES
+
 
 # Tolerances. A correct fused path differs from the float32 chunk reference by rounding only:
 # - the rounding of its inputs and outputs in the dtype, which chunk run in that dtype shows too, so it is
@@ -103,20 +125,19 @@ class Outcome:
     closest: str  # e.g. "dg of mamba2 B2 T21 ... (bfloat16): 2.1e-03, 0.07 of its tolerance"
 
 
-def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] = CASES) -> Outcome:
-    """`triton` against `chunk` on every case in float32 and in `dtype`; stops at the first failure.
+def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] | None = None) -> Outcome:
+    """`triton` against `chunk` on every case (None: `cases_for(device)`) in float32 and in `dtype`; stops at the
+    first failure.
 
     On a CPU device the kernels run in Triton's interpreter (TRITON_INTERPRET=1 must be set before
     they are imported). Runs with gradients on and autocast off, whatever the caller's context.
     """
     dtypes = (torch.float32,) if dtype == torch.float32 else (torch.float32, dtype)
+    cases = cases_for(device) if cases is None else cases
     closest, worst = "", -1.0
     with torch.inference_mode(False), torch.enable_grad(), torch.autocast(device.type, enabled=False):
         for d in dtypes:
             for i, case in enumerate(cases):
-                variant = Variant.DELTA_RULE if case.delta else Variant.SCALAR_DECAY
-                if fault_on(device, variant, d) is not None:  # no call runs it, so not judged: it would hide the rest
-                    continue
                 where = f"{case} ({dtype_name(d)})"
                 try:
                     errors = _compare(case, i, device, d)
@@ -135,11 +156,12 @@ def run_check(device: torch.device, dtype: torch.dtype, cases: tuple[Case, ...] 
     return Outcome(None, closest)
 
 
-def fault_on(device: torch.device, variant: Variant, dtype: torch.dtype) -> KnownFault | None:
-    """The known fault (kernels/triton_limits.py) that refuses `variant` in `dtype` on this device, or None."""
-    if device.type != "cuda":
+def fault_on(device: torch.device, variant: Variant, dtype: torch.dtype) -> str | None:
+    """Why `variant` in `dtype` is refused on this device: a known fault (kernels/triton_limits.py) that no record
+    of a passing check on this GPU kind lifts (kernels/verified_gpus.py); None where the kernels may run."""
+    if device.type != "cuda" or versions()["triton"] is None:
         return None
-    return known_fault(torch.cuda.get_device_capability(device), versions()["triton"], variant, dtype)
+    return refusal(GpuKind.of(device, versions()["triton"]), variant, dtype)
 
 
 def _compare(case: Case, seed: int, device: torch.device,
@@ -238,11 +260,6 @@ def _first_line(e: Exception) -> str:
     return text[0][:300] if text else ""
 
 
-def dtype_name(dtype: torch.dtype) -> str:
-    """float32, bfloat16, ..."""
-    return str(dtype).removeprefix("torch.")
-
-
 # --- verdicts and their cache ---------------------------------------------------------------------
 
 
@@ -259,8 +276,8 @@ class Verdict:
     """The self-check's verdict for one key (device, versions, dtype).
 
     status: "passed", "failed" or "skipped" (the check was turned off); source: "run" (this process ran
-    it), "cache" (read from `path`), "skip" or "known fault" (refused by version, kernels/triton_limits.py);
-    path: the file that stores it (None when skipped, refused by version, or run but not stored: the cache
+    it), "cache" (read from `path`), "skip" or "known fault" (a fault that stands on this GPU kind: `fault_on`);
+    path: the file that stores it (None when skipped, refused by a known fault, or run but not stored: the cache
     folder could not be written).
     """
 
@@ -284,7 +301,7 @@ class Verdict:
     def message(self, consequence: str) -> str:
         if self.source == "known fault":
             return (f"the fused Triton kernels are refused on {self.key['device']} ({self.key['dtype']}): "
-                    f"{self.failure}. {consequence}; another Triton version lifts the refusal.")
+                    f"{self.failure}. {consequence}.")
         return (f"the fused Triton kernels failed their self-check on {self.key['device']} ({self.key['dtype']}): "
                 f"{self.failure}. {consequence}. {self.stored_text}; {MODE_ENV}=force checks "
                 f"again (so does `loglinear doctor`), {MODE_ENV}=skip runs the kernels unchecked.")
@@ -383,14 +400,14 @@ def verdict(device: torch.device, dtype: torch.dtype, mode: str = "auto") -> Ver
 def checked_impl(requested: str, device: torch.device, dtype: torch.dtype, mode: str,
                  variant: Variant = Variant.SCALAR_DECAY) -> tuple[str, Verdict]:
     """The implementation to run where "triton" was chosen (`requested` "auto" or "triton"), and the verdict
-    behind it: "triton" unless the check failed or a known fault (kernels/triton_limits.py) covers this GPU,
-    Triton version, variant and dtype; then "chunk" with one warning for "auto", and `SelfCheckFailed` for an
-    explicit "triton"."""
-    fault = fault_on(device, variant, dtype)
-    if fault is not None:
+    behind it: "triton" unless the check failed or a known fault stands for this GPU kind, variant and dtype
+    (`fault_on`: no record of a passing check lifts it); then "chunk" with one warning for "auto", and
+    `SelfCheckFailed` for an explicit "triton"."""
+    refused = fault_on(device, variant, dtype)
+    if refused is not None:
         key = cache_key(device, dtype)
-        found = Verdict("failed", key, None, "known fault", f"a known fault: {fault}")
-        slot = f"known fault: {fault}"
+        found = Verdict("failed", key, None, "known fault", refused)
+        slot = f"known fault: {refused}"
     else:
         found = verdict(device, dtype, mode)
         slot = str(cache_path(found.key))

@@ -11,7 +11,7 @@ import json
 
 import torch
 
-from loglinear.kernels.selfcheck import CASES, run_check
+from loglinear.kernels.selfcheck import cases_for, run_check
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -20,8 +20,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("dtype", choices=["float32", "bfloat16", "float16"])
     parser.add_argument("--cases", type=int, default=None, help="only the first N cases (a quick check)")
     args = parser.parse_args(argv)
-    cases = CASES if args.cases is None else CASES[: args.cases]
-    outcome = run_check(torch.device(args.device), getattr(torch, args.dtype), cases)
+    device = torch.device(args.device)
+    cases = cases_for(device)[: args.cases]
+    outcome = run_check(device, getattr(torch, args.dtype), cases)
     print(json.dumps({"failure": outcome.failure, "closest": outcome.closest}))
 
 
