@@ -29,7 +29,8 @@ the first four are the verdict on this GPU kind:
    compute-sanitizer memcheck where it is on the PATH);
 5. the kernel benchmark (benchmarks/kernels.py), both variants at the paper's and the MQAR head shapes, 4K to 16K
    tokens, against fla, our linear kernels and SDPA;
-6. packed training (PACKING_STEP, `python -m benchmarks.packing`; in the plan only where that module exists);
+6. the packing benchmark (PACKING_STEP, `python -m benchmarks.packing --d-models 16`: packs of 1 to 64 runs
+   against runs alone);
 7. GPU training throughput (benchmarks/gpu_training.py) of the log-linear mixers, alone on the GPU, eager,
    with the GPU's utilisation sampled by nvidia-smi;
 8. the same compiled (`train.compile=true`) and 9. compiled and captured as CUDA graphs (`train.cuda_graphs=true`);
@@ -108,7 +109,8 @@ class Outcome:
     utilisation: str = ""
 
 
-PACKING_STEP = Step("packed training", [sys.executable, "-m", PACKING], cap_s=25, sample_gpu=True)
+PACKING_STEP = Step("packing benchmark", [sys.executable, "-m", PACKING, "--d-models", "16"], cap_s=50,
+                    sample_gpu=True, own_limit=True)
 """The packed-training benchmark's slot: in the plan (before training alone) where benchmarks/packing.py exists."""
 
 
@@ -119,7 +121,7 @@ def plan(logs: Path) -> list[Step]:
     workers = ["-n", str(os.cpu_count() or 1)] if importlib.util.find_spec("xdist") else []
     sanitize = ["--sanitize-failures"] if shutil.which("compute-sanitizer") else []
     steps = [
-        Step("doctor", [*py, "loglinear", "doctor"], cap_s=200),
+        Step("doctor", [*py, "loglinear", "doctor"], cap_s=175),
         Step("GPU tests", [*py, "pytest", "-m", "gpu", "-q", "-rfE", "-p", "no:cacheprovider", *workers, "tests"],
              cap_s=120),
         Step("determinism probe", [*py, "benchmarks.determinism", "--json", str(logs / "determinism.json")],

@@ -2,7 +2,7 @@
 
     python3 -m benchmarks.packing                  # writes the "packing: training throughput" section of RESULTS.md
     python3 -m benchmarks.packing --quick          # a tiny smoke run; prints, writes nothing
-    python3 -m benchmarks.packing --packs 1 4 16 64 --d-models 16 32 64 --batch 256    # the paper's shape on a GPU
+    python3 -m benchmarks.packing --d-models 16 --time-limit 60          # the GPU check's step (gpu_check.py)
 
 The paper's MQAR model (configs/mqar_paper.yaml with each mixer's preset: 2 layers, no MLP, vocabulary 8,192,
 256 tokens) at each d_model, with SCORED scored positions per sequence (logits only there). One step = forward at
@@ -113,7 +113,7 @@ def data_rate(batch: int) -> float:
     stream = TrainStream(SyntheticDataModule(cfg.data).train_set, batch, 0)
     stream.batch(0)
     started = time.perf_counter()
-    steps = 5
+    steps = 40  # the mix's components differ in cost: enough batches to draw each of them
     for step in range(1, steps + 1):
         stream.batch(step)
     return steps * batch / (time.perf_counter() - started)
@@ -121,7 +121,7 @@ def data_rate(batch: int) -> float:
 
 def measure(args: argparse.Namespace, device: torch.device) -> list[list[object]]:
     """One row per (mixer, d_model, pack): run-steps/s, sequences/s, the packed/alone cost of a run-step, memory."""
-    deadline = time.monotonic() + args.budget_s
+    deadline = time.monotonic() + args.time_limit
     rows = []
     for mixer in args.mixers:
         for d in args.d_models:
@@ -178,8 +178,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=256 if on_gpu else 64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--steps", type=int, default=10 if on_gpu else 2)
-    parser.add_argument("--budget-s", type=float, default=float("inf"),
-                        help="stop starting new sizes after this many seconds (what was measured is written)")
+    parser.add_argument("--time-limit", type=float, default=float("inf"), metavar="S",
+                        help="start no new size after S seconds (what was measured is written)")
     parser.add_argument("--quick", action="store_true", help="one mixer, tiny: prints, writes nothing")
     args = parser.parse_args()
     if args.quick:

@@ -38,7 +38,7 @@ def test_the_dry_run_lists_every_step_and_exits_0_on_any_machine():
     assert lines[0].startswith("would run, within 60 s")
     assert [line.split(" (")[0] for line in lines[1:]] == [
         f"{i}. {s.name}" for i, s in enumerate(gpu_check.plan(Path("logs")), 1)]
-    assert lines[1] == "1. doctor (at most 200 s): -m loglinear doctor"
+    assert lines[1] == "1. doctor (at most 175 s): -m loglinear doctor"
     assert lines[-1].startswith(f"{len(lines) - 1}. MQAR sweep, GPU against CPU (what is left): ")
     assert "pytest -m gpu" in done.stdout and "benchmarks.determinism" in done.stdout
 
@@ -224,7 +224,7 @@ def test_the_plan_puts_the_verdict_first_and_its_caps_fit_the_default_limit():
     assert tuple(names[:4]) == gpu_check.VERDICT
     later = ["kernel benchmark", "GPU training, eager", "GPU training, compiled", "GPU training, compiled, CUDA graphs",
              "MQAR sweep, GPU against CPU"]
-    assert [n for n in names[4:] if n != "packed training"] == later
+    assert [n for n in names[4:] if n != "packing benchmark"] == later
     assert steps[-1].cap_s == float("inf")  # the sweep agreement gets what the others left
     assert sum(s.cap_s for s in steps[:-1]) <= gpu_check.DEFAULT_LIMIT_S
     for step in steps:
@@ -246,10 +246,11 @@ def test_the_packing_step_is_planned_only_where_its_module_exists(monkeypatch, e
 
     monkeypatch.setattr(gpu_check.importlib.util, "find_spec", find_spec)
     names = [s.name for s in gpu_check.plan(Path("logs"))]
-    assert ("packed training" in names) == exists
+    assert ("packing benchmark" in names) == exists
     if exists:
-        assert names.index("packed training") == names.index("GPU training, eager") - 1
-        assert gpu_check.PACKING_STEP.argv[1:] == ["-m", "benchmarks.packing"]
+        assert names.index("packing benchmark") == names.index("GPU training, eager") - 1
+        assert gpu_check.PACKING_STEP.argv[1:4] == ["-m", "benchmarks.packing", "--d-models"]
+        assert gpu_check.PACKING_STEP.argv[-2:] == ["--time-limit", "40"]
 
 
 def test_the_verdict_hook_runs_once_after_the_last_verdict_step_and_before_the_next(tmp_path):
