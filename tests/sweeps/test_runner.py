@@ -108,8 +108,8 @@ def test_a_resumed_runs_time_is_not_taken_for_a_whole_runs(tmp_path, monkeypatch
     finish = "import json, pathlib, sys, time; time.sleep({}); " \
              "pathlib.Path(sys.argv[1]).with_name('result.json').write_text(json.dumps({{'status': 'max_steps'}}))"
     seconds = {runs[0].run_id: 0.0, runs[1].run_id: 0.5, runs[2].run_id: 0.5}
-    monkeypatch.setattr(runner, "train_command",
-                        lambda config: [sys.executable, "-c", finish.format(seconds[config.parent.name]), str(config)])
+    monkeypatch.setattr(runner, "train_command", lambda configs: [
+        sys.executable, "-c", finish.format(seconds[configs[0].parent.name]), str(configs[0])])
     estimates = []
 
     class Recorder(Progress):
