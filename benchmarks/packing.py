@@ -154,18 +154,20 @@ def measure(args: argparse.Namespace, device: torch.device) -> list[list[object]
 
 def _fastest(configs: dict, rounds: int, steps: int, device: torch.device) -> dict:
     """Seconds per step of each configuration: the fastest of `rounds` interleaved rounds of `steps` steps, after a
-    warm-up step each."""
+    warm-up step each; on the CPU in the process's CPU time (other processes on a shared machine lengthen its wall
+    time, not its CPU time), on a GPU in wall time."""
+    clock = time.perf_counter if device.type == "cuda" else time.process_time
     for step in configs.values():
         step()
     best = {name: float("inf") for name in configs}
     for _ in range(rounds):
         for name, step in configs.items():
             _sync(device)
-            started = time.perf_counter()
+            started = clock()
             for _ in range(steps):
                 step()
             _sync(device)
-            best[name] = min(best[name], (time.perf_counter() - started) / steps)
+            best[name] = min(best[name], (clock() - started) / steps)
     return best
 
 
@@ -193,11 +195,12 @@ def main() -> None:
            f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     if args.quick:
         return
+    clock = "wall time" if on_gpu else "the process's CPU time"
     body = (
         f"The paper's MQAR model at 256 tokens, vocabulary 8,192, batch {args.batch}, {SCORED} scored positions per "
         f"sequence; {'bf16-mixed' if on_gpu else 'float32'}; data fixed on the device. Fastest of {args.rounds} "
-        f"interleaved rounds of {args.steps} steps; {load}. `cost` is a packed run-step's time over a run-step "
-        f"alone.\n\n"
+        f"interleaved rounds of {args.steps} steps, in {clock}; "
+        f"{load}. `cost` is a packed run-step's time over a run-step alone.\n\n"
         + markdown_table(["mixer", "d_model", "pack", "run-steps/s", "sequences/s", "cost", "note"], rows)
         + f"\nThe training stream makes {data:,.0f} sequences/s of the paper's training mix on this process's "
           f"{torch.get_num_threads()} threads: a pack of N runs needs {args.batch} N a step.\n"
