@@ -93,6 +93,8 @@ def test_a_failed_start_does_not_refuse_a_corrected_config(tmp_path, capsys, mon
         ("model.vocab_size=10", "model.vocab_size=10 is smaller than the task's vocabulary (mqar: 16 tokens)"),
         ("model.max_len=4", "model.max_len=4 is smaller than the longest sequence of the data (8 tokens)"),
         ("model.output_head=decoder", "model.output_head=decoder: task mqar is scored through the 'lm' head"),
+        ("train.threshold_evals=3", "train.threshold_evals=3 is more than the 2 validation(s) of the budget "
+                                    "(train.max_steps=4, train.val_every=2): no run could ever be solved"),
     ],
 )
 def test_a_bad_value_is_one_line_before_any_folder_is_made(tmp_path, capsys, override, message):
@@ -161,6 +163,20 @@ def test_a_read_only_out_dir_is_one_line_naming_it(small_disk, capsys):
     small_disk.read_only()
     line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]), expected=1)
     assert line == f"loglinear train: cannot write {out}: Read-only file system"
+
+
+def test_a_disk_that_fills_while_a_checkpoint_is_written_leaves_the_run_resumable(small_disk, capsys):
+    """Room for the run's small files but not for its first checkpoint (whose write torch's own error may report,
+    tests/runs/test_interruption.py): the run is not marked failed, the command says the disk is full and names
+    the file, and once there is room the same command trains it."""
+    out = small_disk.path / "run"
+    small_disk.fill(free=24_000)
+    line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]), expected=1)
+    assert line.startswith("loglinear train: [Errno 28] disk full writing ") and "last.ckpt" in line, line
+    assert read_result(out) is None and not list(out.glob(".*.tmp"))
+    small_disk.make_room()
+    assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
+    assert read_result(out)["status"] == "max_steps"
 
 
 def test_a_corrupt_result_is_named_and_the_run_redone(tmp_path, capsys):

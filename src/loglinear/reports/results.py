@@ -30,13 +30,14 @@ from typing import Any
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.models.config import INIT_OPTIONS
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS, SOLVED, ConfigError
-from loglinear.runs.folder import FINISHED, read_result
+from loglinear.runs.config import GROUPS, ID_LABELS, SOLVED, ConfigError, identity, identity_difference
+from loglinear.runs.folder import FINISHED, RESULT, read_result
 from loglinear.runs.machine import machine_label
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage
+from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
 SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.items()))
@@ -44,6 +45,8 @@ SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.ite
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
+BUDGET_ENDS = ("plateau", "improving")
+"""How a run that neither reached the threshold nor diverged or failed ended (runs/stopping.py)."""
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
@@ -162,17 +165,24 @@ class Record:
 
     def convergence(self, threshold: float) -> str | None:
         """How the run ended (runs/stopping.py): `threshold` when solved at `threshold`, `diverged`, `failed`, else
-        `plateau` or `improving` as result.json records it or as its metrics.csv shows, `unknown` without either;
-        None for a run without a result."""
+        `plateau` or `improving` under the record's `labels`: as result.json records it when the run was labelled
+        with those, else as its metrics.csv shows, `unknown` without either; None for a run without a result."""
         if self.status not in (*FINISHED, "failed"):
             return None
         solved = bool(self.solved(threshold))
         recorded = self.result.get("convergence")
-        if not solved and recorded in ("plateau", "improving"):
+        ran = self.result.get("config")
+        if not solved and recorded in BUDGET_ENDS and (not isinstance(ran, dict) or labels(ran) == self.labels):
             return recorded
-        train = self.config.get("train") or {}
-        return convergence(self.status, solved, self.validation_curve, train.get("plateau_window", 10),
-                           train.get("plateau_min_delta", 0.01))
+        if solved or self.status in ("diverged", "failed"):
+            return convergence(self.status, solved, None, *self.labels)
+        return convergence(self.status, solved, self.validation_curve, *self.labels)
+
+    @property
+    def labels(self) -> tuple[int, float]:
+        """(plateau_window, plateau_min_delta): what tells a plateau from a run still improving (runs/stopping.py),
+        the study's (the manifest's config; no part of the run's id)."""
+        return labels(self.config)
 
     @property
     def stop_threshold(self) -> float:
@@ -186,10 +196,16 @@ class Record:
 
     @cached_property
     def validation_curve(self) -> list[tuple[int, float]] | None:
-        """[(steps trained, val/acc)] from metrics.csv (read once), None without one."""
-        if self.directory is None or not (self.directory / METRICS).is_file():
+        """[(steps trained, val/acc)] from metrics.csv (read once), None without one; one that does not read is a
+        ConfigError naming it."""
+        path = None if self.directory is None else self.directory / METRICS
+        if path is None or not path.is_file():
             return None
-        return validation_history(read_rows(self.directory / METRICS))
+        try:
+            return validation_history(read_rows(path))
+        except ValueError as e:  # a cell that is not a number too
+            raise ConfigError(f"{path} does not read ({e}); the report needs run {self.run_id}'s validations: "
+                              f"restore the file, or move the run's folder aside to report it as missing") from None
 
     @property
     def seed(self) -> tuple[Any, ...]:
@@ -295,7 +311,9 @@ class Sweep:
 
 
 def load_sweep(out: str | Path) -> Sweep:
-    """Read `out/manifest.json` and every expected run's result.json (missing ones included)."""
+    """Read `out/manifest.json` and every expected run's result.json (missing ones included). A result.json whose
+    configuration is not its run's (a folder holding another run's files) is `unreadable`, never reported under
+    the manifest's run."""
     out = Path(out)
     manifest = read_manifest(out)
     records = []
@@ -304,10 +322,28 @@ def load_sweep(out: str | Path) -> Sweep:
             result = read_result(out / entry["dir"]) or {}
         except (OSError, ValueError) as e:  # named in the report's missing runs, never taken for a result
             result = {"status": "unreadable", "error": str(e)}
-        config = result.get("config") or entry["config"]
+        config = entry.get("config") or result.get("config") or {}
+        other = _another_run(result.get("config"), entry.get("config"))
+        if other:
+            result = {"status": "unreadable", "error": f"{out / entry['dir'] / RESULT} is the result of another "
+                                                      f"run ({other}; its manifest entry's config)"}
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))
     return sweep_of(manifest, records, out)
+
+
+def _another_run(ran: Any, planned: Any) -> str | None:
+    """Where the configuration a result records differs from its run's, in what makes a run (`identity`)."""
+    if not isinstance(ran, dict) or not isinstance(planned, dict):
+        return None
+    return identity_difference(identity(planned), identity(ran))
+
+
+def labels(config: dict[str, Any]) -> tuple[int, float]:
+    """A configuration's (train.plateau_window, train.plateau_min_delta), their defaults where it has none."""
+    train = config.get("train") or {}
+    return tuple(train.get(key.partition(".")[2], default)  # type: ignore[return-value]
+                 for key, default in ID_LABELS.items())
 
 
 def sweep_of(manifest: dict[str, Any], records: list[Record], out: Path) -> Sweep:
@@ -504,6 +540,12 @@ def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
     """What a two-stage sweep confirms: the varied values of each cell's runs at the learning rate chosen on the
     selection runs alone (confirmation runs, whatever their results, take no part), seeds included."""
     return [cell.runs[0].point for cell in selection_cells(sweep).values() if cell.lr is not None and cell.runs]
+
+
+def confirmation_runs(spec: SweepSpec, sweep: Sweep) -> list[Run]:
+    """The second stage of a two-stage sweep: each cell's configuration at the rate its selection runs in `sweep`
+    pick (`selected_points`), on every confirmation seed."""
+    return expand(spec, confirmation_points(spec, selected_points(sweep)))
 
 
 def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:

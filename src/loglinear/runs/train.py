@@ -49,7 +49,15 @@ from omegaconf import OmegaConf
 
 from loglinear.kernels.cpp_compiler import cpp_compiler
 from loglinear.runs.checkpoints import Resume, resume_point
-from loglinear.runs.config import ConfigError, RunConfig, identity, solved_threshold, to_container, to_yaml
+from loglinear.runs.config import (
+    ConfigError,
+    RunConfig,
+    identity,
+    identity_difference,
+    solved_threshold,
+    to_container,
+    to_yaml,
+)
 from loglinear.runs.folder import (
     CONFIG,
     FINISHED,
@@ -134,7 +142,7 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
     if previous is not None and previous.get("status") in FINISHED:
         finished_with = previous.get("config")
         now = identity(to_container(cfg))
-        difference = isinstance(finished_with, dict) and _difference(identity(finished_with), now)
+        difference = isinstance(finished_with, dict) and identity_difference(identity(finished_with), now)
         if difference:
             raise ConfigError(f"{out} holds a run finished with another configuration ({difference}; the "
                               f"config of its result.json): an edited config.yaml does not redo it; use a new out_dir")
@@ -179,17 +187,6 @@ def _has_progress(out: Path) -> bool:
         result = read_result(out)
         return result is not None and result.get("status") != "failed"
     return False
-
-
-def _difference(before: Any, now: Any, key: str = "") -> str | None:
-    """The first key whose value differs, as `key: before -> now` (None when none does)."""
-    if isinstance(before, dict) and isinstance(now, dict):
-        for name in sorted(set(before) | set(now)):
-            found = _difference(before.get(name), now.get(name), f"{key}.{name}" if key else name)
-            if found:
-                return found
-        return None
-    return None if before == now else f"{key}: {before!r} -> {now!r}"
 
 
 def _summary(cfg: RunConfig, model: Any, wall: float, gpu: str | None) -> dict[str, Any]:

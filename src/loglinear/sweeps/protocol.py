@@ -80,6 +80,10 @@ class Effect:
     baseline: float | None = None
     standardized: float | None = None
 
+    def __str__(self) -> str:
+        return ", ".join(f"{f}: {getattr(self, f)}" for f in ("mixer", "baseline", "standardized")
+                         if getattr(self, f) is not None) or "nothing"
+
 
 @dataclass
 class Primary:
@@ -110,6 +114,11 @@ class Primary:
         if self.effect is not None:
             _check_effect(self.test, self.effect)
 
+    def __str__(self) -> str:
+        """The comparison as a spec declares it: `mixer vs baseline (test accuracy, cell d_model=16)`."""
+        where = [f"cell {self.cell}"] * (self.cell is not None) + [f"length {self.length}"] * (self.length is not None)
+        return f"{self.mixer} vs {self.baseline} ({', '.join([f'test {self.test}', *where])})"
+
 
 def _check_effect(test: str, effect: Effect) -> None:
     rates = (effect.mixer, effect.baseline)
@@ -137,6 +146,10 @@ class ReportConfig:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name} must be an accuracy in [0, 1), got {value!r}")
+        if self.plateau is not None and self.plateau > self.threshold:
+            raise ConfigError(f"plateau {self.plateau} is above threshold {self.threshold}: a run escapes the plateau "
+                              f"when solved or its final validation accuracy is above it, so it must be at most the "
+                              f"threshold")
 
 
 @dataclass
@@ -196,4 +209,8 @@ def _typed(where: str, raw: Any, kind: type) -> object:
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
     except (OmegaConfBaseException, ValueError) as e:
-        raise ConfigError(f"{where}: {str(e).splitlines()[0]}") from None
+        key = getattr(e, "full_key", None)
+        message = str(e).splitlines()[0]
+        if key and "is not a ListConfig" in message:
+            message = f"must be a list, got {OmegaConf.select(OmegaConf.create(dict(raw)), key)!r}"
+        raise ConfigError(f"{where}.{key}: {message}" if key else f"{where}: {message}") from None
