@@ -200,3 +200,20 @@ def test_an_unknown_self_check_mode_in_the_environment_is_refused_before_the_run
     line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]))
     assert "LOGLINEAR_SELFCHECK: unknown self-check mode 'bogus'; valid: auto, force, skip" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("task, arguments", [
+    ("in_context_recall", "{vocab_size: 2, seq_len: 8}"),
+    ("noisy_in_context_recall", "{vocab_size: 18, seq_len: 8}"),
+    ("fuzzy_in_context_recall", "{vocab_size: 3, seq_len: 8, k_motif_size: 1, v_motif_size: 1}"),
+    ("selective_copying", "{vocab_size: 3, seq_len: 8, num_tokens_to_copy: 2}"),
+    ("memorization", "{vocab_size: 3, seq_len: 8}"),
+])
+def test_a_task_whose_arguments_leave_one_answer_is_refused_before_any_folder(tmp_path, capsys, task, arguments):
+    """Chance would be 100%: the run would stop "solved" at its first validation, having learned nothing."""
+    out = tmp_path / "run"
+    run = [a for a in RUN if not a.startswith("data.task")]
+    line = one_line_error(capsys, cli_main(["train", *run, f"data.task={task}", f"data.task_args={arguments}",
+                                            f"out_dir={out}"]))
+    assert "vocab_size" in line and "leaves 1 possible answer" in line, line
+    assert not out.exists()

@@ -6,7 +6,7 @@ import random
 
 import torch
 
-from loglinear.synthetics.arguments import check_bool, check_int
+from loglinear.synthetics.arguments import check_answers, check_bool, check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.task import Task
 
@@ -46,7 +46,8 @@ class FuzzyInContextRecall(Task):
                  vary_key_size: bool = True) -> None:
         self.vocab_size = check_int("vocab_size", vocab_size, minimum=3)
         signal = vocab_size - 1
-        self._keys, self.num_classes = signal // 2, signal - signal // 2
+        self._keys = signal // 2
+        self.num_classes = check_answers(signal - signal // 2, f"vocab_size {vocab_size}", "vocab_size must be >= 4")
         self.k_motif_size = check_int("k_motif_size", k_motif_size, minimum=1, maximum=self._keys)
         self.v_motif_size = check_int("v_motif_size", v_motif_size, minimum=1, maximum=self.num_classes)
         self.seq_len = check_int("seq_len", seq_len, minimum=2 * (k_motif_size + v_motif_size))
