@@ -217,3 +217,14 @@ def test_a_task_whose_arguments_leave_one_answer_is_refused_before_any_folder(tm
                                             f"out_dir={out}"]))
     assert "vocab_size" in line and "leaves 1 possible answer" in line, line
     assert not out.exists()
+
+
+def test_a_task_whose_batches_would_mostly_score_nothing_is_refused_before_any_folder(tmp_path, capsys):
+    """Compression at 2 tokens with noise 0.99: 96% of the batches of 4 hold only noise, so nothing to learn."""
+    out = tmp_path / "run"
+    run = [a for a in RUN if not a.startswith("data.")]
+    line = one_line_error(capsys, cli_main([
+        "train", *run, "data.task=compression", "data.batch_size=4", "data.val_size=32", "data.test_size=32",
+        "data.task_args={vocab_size: 8, seq_len: 2, noise_vocab_size: 2, frac_noise: 0.99}", f"out_dir={out}"]))
+    assert "frac_noise=0.99" in line and "96% of the training batches of batch_size 4" in line, line
+    assert not out.exists()

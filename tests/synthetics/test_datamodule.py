@@ -11,7 +11,7 @@ import torch
 from omegaconf.errors import ConfigKeyError, ValidationError
 from torch.utils.data import DataLoader
 
-from loglinear.synthetics import DataConfig, SyntheticDataModule, load_data_config
+from loglinear.synthetics import DataConfig, SyntheticDataModule, get_task, load_data_config
 from loglinear.synthetics.config import as_data_config, training_set
 from loglinear.synthetics.streams import FixedBatches, TrainStream
 
@@ -211,3 +211,14 @@ def test_a_fixed_training_set_needs_one_task():
         as_data_config({"task": "parity", "train_size": 0})
     with pytest.raises(ValueError, match="train_size .* needs a single training task, not a mixture"):
         as_data_config({"task": "parity", "train_size": 8, "mixture": [{"seq_len": 8}, {"seq_len": 16}]})
+
+
+def test_the_training_set_is_refused_when_most_of_its_batches_would_score_nothing():
+    noisy = {"task": "compression", "task_args": {"vocab_size": 8, "seq_len": 3, "noise_vocab_size": 2,
+                                                  "frac_noise": 0.9}}  # an example without a score: 0.81
+    assert get_task("compression", **noisy["task_args"]).unscored == pytest.approx(0.81)
+    training_set(as_data_config({**noisy, "batch_size": 4}))  # 0.81^4 = 43% of batches without one: accepted
+    with pytest.raises(ValueError, match="66% of the training batches of batch_size 2 without a scored position"):
+        training_set(as_data_config({**noisy, "batch_size": 2}))
+    with pytest.raises(ValueError, match="without a scored position"):
+        SyntheticDataModule({**noisy, "batch_size": 2})

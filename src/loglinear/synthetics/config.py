@@ -100,9 +100,12 @@ def load_data_config(path: str | Path, overrides: Sequence[str] = ()) -> DataCon
 
 
 def training_set(config: DataConfig) -> TaskSet:
-    """The training distribution: the mixture's components, or the task itself."""
+    """The training distribution: the mixture's components, or the task itself (a ValueError when most of its
+    batches would score no position, `check_scored_batches`)."""
     if not config.mixture:
-        return TaskSet("train", (get_task(config.task, **config.task_args),), (1.0,))
+        task = get_task(config.task, **config.task_args)
+        check_scored_batches(task, config.batch_size)
+        return TaskSet("train", (task,), (1.0,))
     tasks, weights = [], []
     for i, component in enumerate(config.mixture):
         overrides = dict(component)
@@ -110,8 +113,20 @@ def training_set(config: DataConfig) -> TaskSet:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
             raise ValueError(f"mixture[{i}].weight must be a positive number, got {weight!r}")
         tasks.append(get_task(config.task, **{**config.task_args, **overrides}))
+        check_scored_batches(tasks[-1], config.batch_size)
         weights.append(float(weight))
     return TaskSet("train", tuple(tasks), tuple(weights))
+
+
+def check_scored_batches(task: Task, batch_size: int) -> None:
+    """A ValueError when more than half of `task`'s training batches of `batch_size` would have no scored position:
+    such a batch's loss is 0 with no gradient (the step only moves the optimiser's momentum and weight decay), so
+    training would mostly not train."""
+    empty = task.unscored**batch_size
+    if empty > 0.5:
+        raise ValueError(f"{task!r} leaves {100 * empty:.0f}% of the training batches of batch_size {batch_size} "
+                         f"without a scored position ({100 * task.unscored:.0f}% of examples have none): use longer "
+                         "sequences, less noise or larger batches")
 
 
 def evaluation_sets(config: DataConfig) -> list[TaskSet]:
