@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from loglinear.synthetics.arguments import check_int
@@ -40,7 +41,8 @@ class DataConfig:
       is zoology's protocol, which validates on its test mix).
     - `batch_size`; `val_size` and `test_size`: examples per validation / test set.
     - `train_size`: None (fresh examples every step) or N: train on a fixed set of N examples cycled by
-      epochs (MAD's protocol; `TrainStream`); needs a single training task, not a mixture.
+      epochs (MAD's protocol; `TrainStream`); needs a single training task, not a mixture. The set is drawn
+      once from `seed` in draws of 256 examples (`streams.fixed_chunks`): the same set whatever `batch_size`.
     - `seed`: keys every batch (training step n, validation and test batches draw from separate,
       disjoint seed streams). `num_workers`: DataLoader worker processes.
     """
@@ -95,8 +97,18 @@ def check_data_config(data: DataConfig) -> DataConfig:
 
 
 def load_data_config(path: str | Path, overrides: Sequence[str] = ()) -> DataConfig:
-    """Load a YAML preset (e.g. configs/data/mqar_cpu.yaml) with optional `key=value` overrides."""
-    return as_data_config(OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides))))
+    """Load a YAML preset (e.g. configs/data/mqar_cpu.yaml) with optional `key=value` overrides; a ValueError
+    naming `path` when it is not a file holding a YAML mapping."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"data preset {path} not found")
+    try:
+        preset = OmegaConf.load(path)
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ValueError(f"{path} is not a YAML data preset: {str(e).splitlines()[0]}") from None
+    if not isinstance(preset, DictConfig):
+        raise ValueError(f"{path} is not a data preset: a YAML mapping of data keys (task, task_args, ...)")
+    return as_data_config(OmegaConf.merge(preset, OmegaConf.from_dotlist(list(overrides))))
 
 
 def training_set(config: DataConfig) -> TaskSet:
