@@ -1,7 +1,8 @@
 """Everything a GPU must show, in one command: the first minutes on a GPU verify the project there.
 
     python -m benchmarks.gpu_check                     # CUDA: every step, within --time-limit (default 540 s)
-    python -m benchmarks.gpu_check --dry-run           # any machine: the steps it would run, and exit 0
+    python -m benchmarks.gpu_check --dry-run           # any machine: its arguments checked (the logs folder
+                                                       # writable), the steps it would run, and exit 0
     python -m benchmarks.gpu_check --time-limit 900 --logs DIR
     python -m benchmarks.gpu_check --only training sweep   # the steps whose names hold any of these words
 
@@ -41,11 +42,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks.results_md import command, markdown_table, write_section
+from loglinear.checks import int_option
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_LIMIT_S = 540  # one command on a lent GPU runs at most 10 minutes
@@ -102,6 +105,18 @@ def select(steps: list[Step], only: list[str] | None) -> list[Step]:
         raise ValueError(f"--only {' '.join(only)} matches no step; the steps are: "
                          + "; ".join(s.name for s in steps))
     return chosen
+
+
+def check_logs(logs: Path) -> None:
+    """A ValueError naming `logs` when the check could not write its logs there: a file, or a folder that cannot be
+    made or written (a temporary folder is made in it, or in its nearest existing parent, and removed)."""
+    if logs.exists() and not logs.is_dir():
+        raise ValueError(f"--logs {logs} is a file, not a folder")
+    existing = next(p for p in (logs, *logs.parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gpu-check-", dir=existing))
+    except OSError as e:
+        raise ValueError(f"--logs {logs}: cannot write in {existing} ({e.strerror})") from None
 
 
 def slug(name: str) -> str:
@@ -218,7 +233,8 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=DEFAULT_LIMIT_S, metavar="S",
                         help=f"seconds for the whole check (default {DEFAULT_LIMIT_S})")
     parser.add_argument("--logs", help="folder of the logs (default benchmarks/gpu_checks/<date>)")
-    parser.add_argument("--train-steps", type=int, default=TRAIN_STEPS, help="steps of each GPU training run")
+    parser.add_argument("--train-steps", type=int_option(1), default=TRAIN_STEPS,
+                        help="steps of each GPU training run")
     parser.add_argument("--only", nargs="+", metavar="WORD",
                         help="run only the steps whose names contain one of these words (case-insensitive)")
     args = parser.parse_args()
@@ -229,6 +245,7 @@ def main() -> None:
     logs = Path(args.logs) if args.logs else ROOT / "benchmarks" / "gpu_checks" / folder
     try:
         steps = select(plan(logs, args.train_steps), args.only)
+        check_logs(logs)
     except ValueError as e:
         parser.error(str(e))
     if args.dry_run:

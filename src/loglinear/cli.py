@@ -263,7 +263,7 @@ on each, and the fused Triton kernels' self-check against the chunk path, run no
 float32 and bfloat16; without a CUDA device, on the CPU in Triton's interpreter, in float32). The verdicts are
 stored where training reads them (LOGLINEAR_CACHE_DIR, else $XDG_CACHE_HOME/loglinear or ~/.cache/loglinear).
 Exit status: 0 every check passed (or triton is not installed), 1 a check failed or its verdict could not be
-stored, 2 bad arguments or an unknown LOGLINEAR_SELFCHECK.
+stored, 2 bad arguments or an unknown LOGLINEAR_SELFCHECK, 130 interrupted.
 """
 
 
@@ -276,7 +276,12 @@ def doctor_main(argv: Sequence[str]) -> int:
         return 2
     from loglinear.kernels.doctor import doctor_command
 
-    return doctor_command()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as `sweep_main`: Ctrl-C stops a background doctor too
+    try:
+        return doctor_command()
+    except KeyboardInterrupt:
+        print("loglinear doctor: interrupted; the self-check that was running stored no verdict", file=sys.stderr)
+        return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
