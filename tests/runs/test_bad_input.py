@@ -216,3 +216,31 @@ def test_an_unknown_self_check_mode_in_the_environment_is_refused_before_the_run
     line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]))
     assert "LOGLINEAR_SELFCHECK: unknown self-check mode 'bogus'; valid: auto, force, skip" in line
     assert not out.exists()
+
+
+@pytest.mark.parametrize("task, arguments", [
+    ("in_context_recall", "{vocab_size: 2, seq_len: 8}"),
+    ("noisy_in_context_recall", "{vocab_size: 18, seq_len: 8}"),
+    ("fuzzy_in_context_recall", "{vocab_size: 3, seq_len: 8, k_motif_size: 1, v_motif_size: 1}"),
+    ("selective_copying", "{vocab_size: 3, seq_len: 8, num_tokens_to_copy: 2}"),
+    ("memorization", "{vocab_size: 3, seq_len: 8}"),
+])
+def test_a_task_whose_arguments_leave_one_answer_is_refused_before_any_folder(tmp_path, capsys, task, arguments):
+    """Chance would be 100%: the run would stop "solved" at its first validation, having learned nothing."""
+    out = tmp_path / "run"
+    run = [a for a in RUN if not a.startswith("data.task")]
+    line = one_line_error(capsys, cli_main(["train", *run, f"data.task={task}", f"data.task_args={arguments}",
+                                            f"out_dir={out}"]))
+    assert "vocab_size" in line and "leaves 1 possible answer" in line, line
+    assert not out.exists()
+
+
+def test_a_task_whose_batches_would_mostly_score_nothing_is_refused_before_any_folder(tmp_path, capsys):
+    """Compression at 2 tokens with noise 0.99: 96% of the batches of 4 hold only noise, so nothing to learn."""
+    out = tmp_path / "run"
+    run = [a for a in RUN if not a.startswith("data.")]
+    line = one_line_error(capsys, cli_main([
+        "train", *run, "data.task=compression", "data.batch_size=4", "data.val_size=32", "data.test_size=32",
+        "data.task_args={vocab_size: 8, seq_len: 2, noise_vocab_size: 2, frac_noise: 0.99}", f"out_dir={out}"]))
+    assert "frac_noise=0.99" in line and "96% of the training batches of batch_size 4" in line, line
+    assert not out.exists()

@@ -119,10 +119,10 @@ def format_given_solved(cell: Cell, threshold: float) -> str:
 
 
 def format_config(cell: Cell) -> str:
-    if cell.lr is None:
+    if cell.pick is None:
         return "-"
     edge = "" if cell.edge is None else f", at the {cell.edge} edge"
-    return f"{cell.lr:.3g} (of {cell.candidates}{edge})"
+    return f"{cell.pick_text} (of {cell.candidates}{edge})"
 
 
 def pivot(sweep: Sweep, cells: dict, fmt) -> str:

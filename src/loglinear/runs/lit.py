@@ -3,7 +3,8 @@
 One shared step serves training, validation and test: logits only at the scored positions, the
 cross-entropy there, and accuracies. Metric names carry the split prefix:
 
-- `train/loss`, `train/acc`, `train/lr` each logged step;
+- `train/loss`, `train/acc` (over the examples with a scored position; not logged for a batch without one),
+  `train/lr` each logged step;
 - `{val,test}/loss`, `{val,test}/acc` (zoology's: the mean over examples of each example's accuracy over
   its scored positions), `{val,test}/acc_token` (over all scored tokens), `{val,test}/acc_seq` (the
   fraction of examples with every scored position right: full-sequence accuracy for state tracking);
@@ -74,12 +75,13 @@ class LitLanguageModel(L.LightningModule):
         return self.model(inputs, score_mask)
 
     def shared_step(self, batch: dict[str, Any]) -> tuple[Tensor, dict[str, Tensor]]:
-        """Loss over the scored positions and per-example (correct, scored) counts."""
+        """Loss over the scored positions (0, with a zero gradient, for a batch without one: the mean over no
+        position is not a number) and per-example (correct, scored) counts."""
         inputs, targets = batch["inputs"], batch["targets"]
         mask = targets != IGNORE_INDEX  # (B, T)
         logits = self.model(inputs, mask)  # (n_scored, vocab)
         scored = targets[mask]  # (n_scored,)
-        loss = F.cross_entropy(logits.float(), scored)
+        loss = F.cross_entropy(logits.float(), scored) if len(scored) else logits.float().sum()
         example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to
         right = (logits.argmax(-1) == scored).to(torch.float64)
         B = inputs.shape[0]
@@ -95,8 +97,11 @@ class LitLanguageModel(L.LightningModule):
             self.diverged = True
             self.trainer.should_stop = True
             return None  # no backward on a non-finite loss; the run ends as `diverged`
-        acc = _example_accuracy(counts).mean()
-        self.log_dict({"train/loss": loss, "train/acc": acc}, prog_bar=True, batch_size=batch["inputs"].shape[0])
+        has_scores = counts["scored"] > 0
+        logged = {"train/loss": loss}
+        if has_scores.any():  # the accuracy of the examples that have a scored position
+            logged["train/acc"] = _example_accuracy(counts)[has_scores].mean()
+        self.log_dict(logged, prog_bar=True, batch_size=batch["inputs"].shape[0])
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=1)
         return loss
 

@@ -4,6 +4,8 @@
       threshold: 0.99                # solved: validation accuracy above it under the stopping rule (default SOLVED)
       plateau: 0.5                   # escaped: solved, or final validation accuracy above it (default: not reported)
       mad_score: false               # true: MAD's per-task accuracy, solve rate and score (reports/mad_score.py)
+      select: [train.lr]             # the training keys each cell selects over on validation: every combination
+                                     # of their values (MAD: [train.lr, train.weight_decay]); train.lr among them
       primary:                       # the one comparison declared in advance (the others are secondary)
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
@@ -32,7 +34,7 @@ Both mappings are typed: an unknown key or a value of the wrong kind is a Config
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -66,6 +68,7 @@ ALPHA = 0.05
 """The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
 SELECTION, CONFIRMATION = "selection", "confirmation"
 SEED_KEYS = ("train.seed", "data.seed")
+LR_KEY = "train.lr"
 MAX_EXTENSIONS = 10
 """The most `protocol.extensions` a spec may ask for: ten rates beyond an edge already span five decades at the
 default step (half a decade)."""
@@ -140,6 +143,7 @@ class ReportConfig:
     plateau: float | None = None
     primary: Primary | None = None
     mad_score: bool = False
+    select: list[str] = field(default_factory=lambda: [LR_KEY])
 
     def __post_init__(self) -> None:
         for name in ("threshold", "plateau"):
@@ -150,6 +154,20 @@ class ReportConfig:
             raise ConfigError(f"plateau {self.plateau} is above threshold {self.threshold}: a run escapes the plateau "
                               f"when solved or its final validation accuracy is above it, so it must be at most the "
                               f"threshold")
+        _check_select(self.select)
+
+
+def _check_select(keys: list[str]) -> None:
+    """The selected keys: training keys other than the seeds, each once, the learning rate among them (the grid
+    extension and the plots by learning rate need it)."""
+    if LR_KEY not in keys:
+        raise ConfigError(f"select must list {LR_KEY} (with the other training keys to select over), got {keys}")
+    for i, key in enumerate(keys):
+        if not key.startswith("train.") or key in SEED_KEYS:
+            raise ConfigError(f"select: {key!r} is not a training key to select over (train.*, not a seed); a model "
+                              "or data key makes rows of its own")
+        if key in keys[:i]:
+            raise ConfigError(f"select lists {key} more than once, got {keys}")
 
 
 @dataclass

@@ -224,11 +224,13 @@ def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
 
 def planned_runs(spec: SweepSpec) -> int:
     """How many runs the sweep makes: every point, on each selection seed under a protocol, which then adds
-    each configuration at its chosen learning rate (one per point without `train.lr`) on each confirmation seed."""
+    each configuration at its chosen candidate (one per point without the selected keys, `report.select`) on each
+    confirmation seed."""
     configurations = list(points(spec))
     if spec.protocol is None:
         return len(configurations)
-    chosen = {json.dumps({k: v for k, v in p.items() if k != "train.lr"}, sort_keys=True) for p in configurations}
+    selected = set(spec.report.select)
+    chosen = {json.dumps({k: v for k, v in p.items() if k not in selected}, sort_keys=True) for p in configurations}
     protocol = spec.protocol
     return len(configurations) * len(protocol.selection_seeds) + len(chosen) * len(protocol.confirmation_seeds)
 
