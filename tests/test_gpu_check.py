@@ -358,6 +358,7 @@ def test_the_fault_probe_exits_1_when_a_case_fails_and_runs_only_the_dtype_asked
             ("ok", 1.0, "")
 
     monkeypatch.setattr(fault_probe, "probe", probe)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(sys, "argv", ["fault_probe", "--dtype", "bf16", "--jobs", "1"])
     with pytest.raises(SystemExit) as ended:
         fault_probe.main()
