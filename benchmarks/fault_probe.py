@@ -4,6 +4,7 @@ pinned to its case and the next case still runs. With `--sanitizer` (and `comput
 child runs under its memory checker, which names the kernel and the address of a bad access.
 
     python3 -m benchmarks.fault_probe                      # CUDA: every case at T=1024, a table of outcomes
+                                                           # (without a CUDA device: exit 2, --smoke included)
     python3 -m benchmarks.fault_probe --dtype bf16         # the bf16 cases only (where faults were seen)
     python3 -m benchmarks.fault_probe --sanitize-failures  # then each failing case again under compute-sanitizer
     python3 -m benchmarks.fault_probe --sanitizer --T 256  # each case under compute-sanitizer (slow)
@@ -24,6 +25,8 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+
+from loglinear.checks import int_option
 
 VARIANTS = ("mamba2", "gdn")
 SHAPE_NAMES = ("paper", "mqar")
@@ -93,7 +96,7 @@ def sanitizer_report(case: tuple[str, str, str, str], T: int, smoke: bool) -> st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--T", type=int, default=1024, help="tokens per sequence (default 1024)")
+    parser.add_argument("--T", type=int_option(1), default=1024, help="tokens per sequence (default 1024)")
     parser.add_argument("--sanitizer", action="store_true", help="run each case under compute-sanitizer memcheck")
     parser.add_argument("--sanitize-failures", action="store_true",
                         help="after the table, run each failing case again under compute-sanitizer memcheck")
@@ -107,17 +110,30 @@ def main() -> None:
                         help="tiny shapes (1 sequence, 2 heads): checks the script, e.g. on the CPU, not the GPU")
     parser.add_argument("--dtype", choices=DTYPES, help="only the cases in this dtype (default: every dtype)")
     args = parser.parse_args()
+    import torch
+
     if args.case:
         variant, shape_name, dtype_name, passes = args.case
         for value, valid in zip(args.case, (VARIANTS, SHAPE_NAMES, DTYPES, PASSES), strict=True):
             if value not in valid:
                 parser.error(f"--case: {value!r} is not one of {', '.join(valid)}")
+        try:
+            device = torch.device(args.device)
+        except (RuntimeError, ValueError):
+            parser.error(f"--device: {args.device!r} is not a device (cpu, cuda or cuda:N)")
+        if device.type == "cuda" and not torch.cuda.is_available():
+            parser.error(f"--device {args.device}: no CUDA device here (--device cpu with TRITON_INTERPRET=1 runs "
+                         "the kernels in Triton's interpreter)")
         run_case(variant, shape_name, dtype_name, passes, args.T, args.device, args.smoke)
         return
     if args.jobs < 1:
         parser.error(f"--jobs must be >= 1, got {args.jobs}")
     if (args.sanitizer or args.sanitize_failures) and shutil.which("compute-sanitizer") is None:
         parser.error("--sanitizer/--sanitize-failures: compute-sanitizer is not on the PATH")
+    if not torch.cuda.is_available():
+        parser.error("the table of cases needs a CUDA device, and none is here (--smoke included: it shrinks the "
+                     "shapes, not the device); one case on the CPU: --case ... --device cpu --smoke with "
+                     "TRITON_INTERPRET=1")
     print(f"T={args.T}{', tiny shapes' if args.smoke else ''}"
           f"{', under compute-sanitizer memcheck' if args.sanitizer else ''}; each case in its own process, "
           f"{args.jobs} at a time")

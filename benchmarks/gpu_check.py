@@ -13,7 +13,8 @@ src/loglinear/kernels/verified_gpus.json; commit all three. The steps after the 
 command; the same command with `--only training sweep` (or any other words) runs the steps named, their caps scaled
 up to fill the time limit. Other forms:
 
-    python -m benchmarks.gpu_check --dry-run           # any machine: the plan (steps, caps, commands), exit 0
+    python -m benchmarks.gpu_check --dry-run           # any machine: the arguments checked (the logs folder
+                                                       # writable), the plan (steps, caps, commands), exit 0
     python -m benchmarks.gpu_check --time-limit 900 --logs DIR
 
 Steps, each a child process of this one (its output in the logs folder), one after another, most telling first;
@@ -69,6 +70,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,6 +161,18 @@ def select(steps: list[Step], only: list[str] | None) -> list[Step]:
         raise ValueError(f"--only {' '.join(only)} matches no step; the steps are: "
                          + "; ".join(s.name for s in steps))
     return chosen
+
+
+def check_logs(logs: Path) -> None:
+    """A ValueError naming `logs` when the check could not write its logs there: a file, or a folder that cannot be
+    made or written (a temporary folder is made in it, or in its nearest existing parent, and removed)."""
+    if logs.exists() and not logs.is_dir():
+        raise ValueError(f"--logs {logs} is a file, not a folder")
+    existing = next(p for p in (logs, *logs.parents) if p.exists())
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".gpu-check-", dir=existing))
+    except OSError as e:
+        raise ValueError(f"--logs {logs}: cannot write in {existing} ({e.strerror})") from None
 
 
 def slug(name: str) -> str:
@@ -383,6 +397,7 @@ def main() -> None:
     logs = Path(args.logs) if args.logs else ROOT / "benchmarks" / "gpu_checks" / now.strftime("%Y-%m-%d_%H%M")
     try:
         steps = fit_caps(select(plan(logs), args.only), args.time_limit)
+        check_logs(logs)
     except ValueError as e:
         parser.error(str(e))
     if args.dry_run:

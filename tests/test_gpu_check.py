@@ -359,6 +359,7 @@ def test_the_fault_probe_exits_1_when_a_case_fails_and_runs_only_the_dtype_asked
             ("ok", 1.0, "")
 
     monkeypatch.setattr(fault_probe, "probe", probe)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(sys, "argv", ["fault_probe", "--dtype", "bf16", "--jobs", "1"])
     with pytest.raises(SystemExit) as ended:
         fault_probe.main()
@@ -390,3 +391,39 @@ def test_the_kernel_benchmark_stops_at_its_time_limit_and_marks_what_it_left(mon
     assert ours == {"64": 1.0, "100": kernels.NOT_MEASURED, "128": kernels.NOT_MEASURED}
     assert "**Partial**: T=100 and longer not measured (--time-limit 40 s)" in text
     assert SMOKE_SHAPES["mamba2", "mqar"].describe() in text
+
+
+def last_error_line(argv: list[str]) -> str:
+    done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--logs", "/proc/loglinear-logs"], "--logs /proc/loglinear-logs: cannot write in /proc"),
+])
+def test_the_dry_run_refuses_what_the_check_would_find_later(arguments, message):
+    assert message in last_error_line(["benchmarks.gpu_check", "--dry-run", *arguments])
+
+
+def test_the_dry_run_refuses_logs_that_are_a_file(tmp_path):
+    (tmp_path / "file").write_text("")
+    line = last_error_line(["benchmarks.gpu_check", "--dry-run", "--logs", str(tmp_path / "file")])
+    assert f"--logs {tmp_path / 'file'} is a file, not a folder" in line
+    assert [p.name for p in tmp_path.iterdir()] == ["file"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the fault probe of a machine without CUDA")
+def test_the_fault_probe_without_cuda_says_so_rather_than_fail_every_case():
+    line = last_error_line(["benchmarks.fault_probe", "--smoke"])
+    assert "the table of cases needs a CUDA device, and none is here" in line
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    (["--T", "0"], "argument --T: must be >= 1, got 0"),
+    (["--T", "-8"], "argument --T: must be >= 1, got -8"),
+    (["--T", "80", "--device", "bogus"], "--device: 'bogus' is not a device (cpu, cuda or cuda:N)"),
+])
+def test_a_fault_probe_case_with_a_bad_length_or_device_is_one_line(arguments, message):
+    line = last_error_line(["benchmarks.fault_probe", "--case", "gdn", "mqar", "fp32", "backward", *arguments])
+    assert line.endswith(message), line

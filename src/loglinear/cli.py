@@ -216,11 +216,12 @@ DATA_HELP = """\
 loglinear data export PRESET OUT --train-size N [key=value ...]
 
 Write the data of a data preset (configs/data/*.yaml, with key=value overrides of its keys) as NumPy files
-another framework reads without this package: N training examples (the first batches a run with this preset
-trains on), every validation and test set, and OUT/data.json naming each file's set, the arguments and the
-seeds. OUT must not hold an export yet.
-Exit status: 0 written, 1 a fault of the machine (a full disk, a folder that cannot be written), 2 bad preset,
-overrides or usage, or OUT already holds an export.
+another framework reads without this package: the fixed training set of N examples (what a run with this preset
+and data.train_size=N trains on), every validation and test set, and OUT/data.json naming each file's set, the
+arguments (data.train_size: N) and the seeds. The export makes OUT, a new folder, and writes it whole or not at
+all: an interruption or a full disk leaves nothing.
+Exit status: 0 written, 1 a fault of the machine (a full disk, a folder that cannot be written, no memory left),
+2 bad preset, overrides or usage (a preset a run refuses, OUT empty or existing), 130 interrupted.
 """
 
 
@@ -230,12 +231,13 @@ def data_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="name", required=True, metavar="{export}")
     export = commands.add_parser("export", help="write a preset's training, validation and test sets as .npy files")
     export.add_argument("preset", help="a data preset (YAML), e.g. configs/data/in_context_recall.yaml")
-    export.add_argument("out", type=Path, help="the folder to write")
+    export.add_argument("out", help="the new folder to write (the export makes it)")
     export.add_argument("--train-size", type=int_option(1), required=True, help="training examples to write")
     return parser
 
 
 def data_main(argv: Sequence[str]) -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as `sweep_main`: Ctrl-C stops a background export too
     parser = data_parser()
     try:
         args, overrides = parser.parse_known_args(list(argv))  # key=value overrides may follow the options
@@ -251,12 +253,19 @@ def data_main(argv: Sequence[str]) -> int:
 
     try:
         path = export_data(load_data_config(args.preset, overrides), args.out, args.train_size)
-    except (ValueError, FileExistsError, FileNotFoundError, OmegaConfBaseException) as e:
+    except (ValueError, OmegaConfBaseException) as e:
         print(f"loglinear data export: error: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     except OSError as e:
         print(f"loglinear data export: {fault_line(e)}", file=sys.stderr)
         return 1
+    except MemoryError:
+        print(f"loglinear data export: out of memory drawing the sets (--train-size {args.train_size}); nothing "
+              "written", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("loglinear data export: interrupted; nothing written (OUT was not made)", file=sys.stderr)
+        return 130
     print(path)
     return 0
 
@@ -269,7 +278,7 @@ on each, and the fused Triton kernels' self-check against the chunk path, run no
 float32 and bfloat16; without a CUDA device, on the CPU in Triton's interpreter, in float32). The verdicts are
 stored where training reads them (LOGLINEAR_CACHE_DIR, else $XDG_CACHE_HOME/loglinear or ~/.cache/loglinear).
 Exit status: 0 every check passed (or triton is not installed), 1 a check failed or its verdict could not be
-stored, 2 bad arguments or an unknown LOGLINEAR_SELFCHECK.
+stored, 2 bad arguments or an unknown LOGLINEAR_SELFCHECK, 130 interrupted.
 """
 
 
@@ -282,7 +291,12 @@ def doctor_main(argv: Sequence[str]) -> int:
         return 2
     from loglinear.kernels.doctor import doctor_command
 
-    return doctor_command()
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as `sweep_main`: Ctrl-C stops a background doctor too
+    try:
+        return doctor_command()
+    except KeyboardInterrupt:
+        print("loglinear doctor: interrupted; the self-check that was running stored no verdict", file=sys.stderr)
+        return 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:

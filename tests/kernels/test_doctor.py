@@ -4,8 +4,10 @@ and its exit status (tests/conftest.py sets TRITON_INTERPRET=1, as the command d
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -58,6 +60,7 @@ def test_doctor_help_and_usage(capsys):
 
 FIRST_CASES_HOOK = """\
 import os
+import signal
 if os.environ.get("TRITON_INTERPRET") == "1":
     from loglinear.kernels import selfcheck
     whole = selfcheck.run_check
@@ -113,3 +116,27 @@ def test_doctor_whose_cache_cannot_be_written_says_so_and_exits_1(monkeypatch, t
     out = capsys.readouterr().out
     assert "float32: passed (closest: none); NOT stored" in out and "; stored in" not in out
     assert f"NOT stored: {blocked / 'cache'} cannot be written" in out
+
+
+@pytest.mark.parametrize("whole_group", [True, False])
+def test_an_interrupted_doctor_is_one_line_exit_130_and_stores_no_verdict(whole_group, tmp_path):
+    """Ctrl-C at a terminal reaches the whole process group (`whole_group`); `kill -INT` reaches the doctor alone.
+    Either way the check running in the interpreter's process stops, and one line says so."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env[CACHE_ENV] = str(tmp_path / "cache")
+    doctor = subprocess.Popen([sys.executable, "-m", "loglinear", "doctor"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert doctor.stdout is not None
+    for line in doctor.stdout:  # the interpreter's process has started its check
+        if line.startswith("C++ compiler"):
+            break
+    time.sleep(1.0)
+    if whole_group:
+        os.killpg(doctor.pid, signal.SIGINT)
+    else:
+        doctor.send_signal(signal.SIGINT)
+    _, err = doctor.communicate(timeout=300)
+    assert doctor.returncode == 130, err
+    assert err.strip().splitlines() == ["loglinear doctor: interrupted; the self-check that was running stored no "
+                                        "verdict"]
+    assert not any((tmp_path / "cache").rglob("*.json"))

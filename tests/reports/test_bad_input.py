@@ -5,6 +5,7 @@ every file whole: the previous one or none."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -181,3 +182,71 @@ def test_a_report_whose_mixer_cannot_be_imported_is_refused_not_relabelled(tmp_p
     line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
     assert "mixer 'no_such_module:Conv': cannot import it (ModuleNotFoundError" in line and "PYTHONPATH" in line
     assert not (out / "table.md").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda csv: csv.write_bytes(bytes(range(256)) * 4), ["results.csv cannot be read", "not UTF-8", "--force"]),
+    (lambda csv: csv.write_bytes(b"\xef\xbb\xbf" + csv.read_bytes().replace(b"\n", b"\r\n")),
+     ["results.csv reports 8 finished runs, this report would have 7"]),
+    (lambda csv: csv.unlink(), ["table.md reports 8 finished runs, this report would have 7", "--force"]),
+    (lambda csv: csv.write_text("a,b\n1,2\n"), ["results.csv cannot be read", "no run_id and status columns"]),
+], ids=["random bytes", "excel", "deleted", "another table"])
+def test_a_report_there_that_cannot_be_read_still_protects_it(tmp_path, capsys, damage, words):
+    """A run folder gone, and the report's results.csv replaced by bytes that do not read, saved by a spreadsheet
+    (a byte-order mark, CRLF), deleted or another table: the report is refused, never taken for an empty one."""
+    out = a_sweep(tmp_path / "sweep")
+    assert main(["sweep", "report", str(out)]) == 0
+    (out / "runs" / "run003" / "result.json").unlink()
+    damage(out / "results.csv")
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
+    assert all(w in line for w in words), line
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert main(["sweep", "report", str(out), "--force"]) == 0
+
+
+@pytest.mark.parametrize("record, label", [("AMD EPYC", "malformed machine record (str)"),
+                                           ({"processor": "AMD EPYC", "cpu_capability": "AVX2", "torch": "2.1.0"},
+                                            "AMD EPYC (AVX2), torch 2.1.0, threads not recorded")])
+def test_a_malformed_machine_record_is_named_not_a_traceback(tmp_path, capsys, record, label):
+    out = a_sweep(tmp_path / "sweep")
+    result = out / "runs" / "run001" / "result.json"
+    result.write_text(json.dumps({**json.loads(result.read_text()), "machine": record}))
+    assert main(["sweep", "report", str(out)]) == 0
+    assert f"| {label} | 1 |" in (out / "table.md").read_text()
+    assert main(["sweep", "status", str(out)]) == 0
+
+
+def test_a_run_folder_holding_another_runs_result_is_named_not_reported_under_its_arm(tmp_path):
+    """Two run folders whose result.json were swapped: each is listed as holding another run's result, and no
+    table reports it under the manifest's arm."""
+    entries = [run_entry("attention", 16, 1e-3, 0, finished(0.05)), run_entry("mamba2", 16, 1e-3, 0, finished(0.45))]
+    out = make_sweep(tmp_path / "sweep", entries)
+    first, second = (out / "runs" / rid / "result.json" for rid in ("run000", "run001"))
+    texts = first.read_text(), second.read_text()
+    first.write_text(texts[1])
+    second.write_text(texts[0])
+    assert main(["sweep", "report", str(out)]) == 0
+    table = (out / "table.md").read_text()
+    missing = table.split("## Missing or failed runs")[1].split("\n## ")[0]
+    assert "2 of 2 runs" in missing and missing.count("is the result of another run (model.mixer: ") == 2
+    assert "45.0" not in table and "5.0" not in table.split("## Test accuracy")[1].split("##")[0]
+
+
+def test_metrics_that_do_not_read_are_named_when_the_report_needs_them(tmp_path, capsys):
+    """A run's metrics.csv with bytes that are not UTF-8: the report at the runs' own threshold does not need it;
+    at another it is one line naming the file, and nothing is written."""
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.5, convergence="plateau"), curve=[(100, 0.3), (200, 0.5)])
+               for s in (0, 1)]
+    out = make_sweep(tmp_path / "sweep", entries)
+    metrics = out / "runs" / "run001" / "metrics.csv"
+    metrics.write_bytes(metrics.read_bytes().replace(b"0.3", b"0.\xff3"))
+    assert main(["sweep", "report", str(out)]) == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    (out / "manifest.json").write_text(json.dumps({**manifest, "report": {"threshold": 0.4}}))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    line = one_line(capsys, main(["sweep", "report", str(out)]), 2)
+    assert f"{metrics} does not read (not UTF-8 text (byte " in line and "run run001's validations" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

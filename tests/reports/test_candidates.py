@@ -42,7 +42,7 @@ def test_cells_compared_directly_or_through_others_form_one_group(tmp_path):
 
 def test_every_edge_pick_extends_its_whole_group_and_a_lone_cell_only_itself(tmp_path):
     targets = extension_targets(selection_sweep(tmp_path), step=10.0)
-    added = sorted((point["model.mixer"], point["model.state_dim"], rate) for point, rate in targets)
+    added = sorted((point["model.mixer"], point["model.state_dim"], point["train.lr"]) for point in targets)
     group = [("log_linear_mamba2", 16), ("mamba2", 112), ("mamba2", 16)]
     assert added == sorted([("attention", 16, 1e-4), ("mamba2", 64, 0.1)]
                            + [(m, d, rate) for m, d in group for rate in (1e-4, 0.1)])

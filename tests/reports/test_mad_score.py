@@ -64,6 +64,18 @@ def test_a_spec_that_does_not_ask_gets_no_mad_score(tmp_path):
     assert "## MAD score" not in table and "## MAD's tasks" not in table
 
 
+def test_a_mad_score_asked_of_runs_on_another_task_is_not_computed_and_says_why(tmp_path):
+    """MQAR runs (with MAD runs, or alone) under `report.mad_score`: no score averaging MQAR in, one line why."""
+    mixed = [run_entry("attention", 16, 1e-3, s, finished(0.6), task=task, **setting_point(task, {}))
+             for s in range(2) for task in ("in_context_recall", "mqar")]
+    for entries, folder in ((mixed, tmp_path / "mixed"), (mixed[1::2], tmp_path / "mqar")):
+        table = write_report(make_sweep(folder, entries, report={"mad_score": True})).table
+        assert "## MAD's tasks" not in table and "| MAD score |" not in table
+        section = table.split("## MAD score\n")[1].split("\n## ")[0].strip()
+        assert section.startswith("Not computed (`report.mad_score`): the score averages MAD's tasks (")
+        assert section.endswith("and runs of this sweep train on mqar.")
+
+
 def test_an_accuracy_interval_over_few_seeds_is_cut_at_0_and_100_percent():
     from types import SimpleNamespace
 

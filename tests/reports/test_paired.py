@@ -193,9 +193,15 @@ def test_the_steps_primary_line_names_the_log_rank_statistic(tmp_path):
 
 
 def test_a_primary_comparison_that_is_not_in_the_report_is_an_error(tmp_path):
-    primary = {"mixer": "log_linear_mamba2", "baseline": "attention", "test": "solved"}
-    with pytest.raises(ValueError, match="report.primary"):
+    """One readable line naming the comparison as the spec declares it, never the Python form of its record."""
+    primary = {"mixer": "log_linear_mamba2", "baseline": "attention", "test": "solved", "cell": "d_model=16",
+               "effect": {"mixer": 0.9, "baseline": 0.3}}
+    with pytest.raises(ValueError, match="report.primary") as error:
         write_report(outcome_sweep(tmp_path, primary=primary))
+    message = str(error.value)
+    assert message.startswith("report.primary log_linear_mamba2 vs attention (test solved, cell d_model=16) matches "
+                              "0 comparisons (there are: ")
+    assert "Primary(" not in message and "Effect(" not in message and "\n" not in message
 
 
 def test_an_escaped_primary_without_a_plateau_says_so(tmp_path):

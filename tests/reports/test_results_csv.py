@@ -17,30 +17,33 @@ from loglinear.reports.recall_levels import TABLE as RECALL_TABLE
 from loglinear.reports.report import REREPORTED, TABLE, write_report
 from loglinear.reports.results_csv import load_sweep_from_csv
 from loglinear.runs.folder import write_json_atomic, write_text_atomic
+from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.spec import expand, load_spec
+
+from .test_two_stage import extending_stand_in, two_stage_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT = {"status": "passed", "device": "CPU", "dtype": "float32", "failure": None, "path": None}
 
 
-def tiny_spec(folder: Path) -> Path:
+def tiny_spec(folder: Path, name: str = "tiny", report: dict | None = None, **base) -> Path:
     spec = {"name": "tiny", "base": {"data.task": "mqar", "data.task_args": {"vocab_size": 16, "seq_len": 8,
                                                                              "num_kv_pairs": 1},
-                                     "model.d_model": 16, "logger.wandb.mode": "disabled"},
+                                     "model.d_model": 16, "logger.wandb.mode": "disabled", **base},
             "grid": {"model.mixer": ["mamba2", "log_linear_mamba2"], "train.lr": [1.0e-3, 1.0e-2],
                      "train.seed": [0, 1, 2]},
-            "report": {"plateau": 0.5}}
-    path = folder / "tiny.yaml"
+            "report": {"plateau": 0.5} if report is None else report}
+    path = folder / f"{name}.yaml"
     path.write_text(json.dumps(spec))
     return path
 
 
-def planted_sweep(folder: Path) -> Path:
+def planted_sweep(folder: Path, **base) -> Path:
     """A sweep folder of `tiny_spec` with planted results: curves whose first value above 99% gives
     `steps_to_threshold`, state sizes, recall records, implementations with a self-check, a failed and a missing
-    run."""
-    path = tiny_spec(folder)
+    run; the Mamba-2 run at lr 1e-3 and seed 1 peaks at 95% on validation and ends at 60%."""
+    path = tiny_spec(folder, **base)
     spec = load_spec(path)
     runs = expand(spec)
     out = folder / "out"
@@ -55,7 +58,8 @@ def planted_sweep(folder: Path) -> Path:
                               {"status": "failed", "error": "RuntimeError: boom"})
             continue
         final = 0.995 if log_linear and seed != 1 else 0.3 + 0.1 * seed + (0.2 if lr == 1.0e-3 else 0.0)
-        curve = [(100, 0.2), (200, 0.4 + 0.01 * i), (300, final)]
+        curve = [(100, 0.2), (200, 0.95 if (log_linear, lr, seed) == (False, 1.0e-3, 1) else 0.4 + 0.01 * i),
+                 (300, final)]
         reached = next((steps for steps, acc in curve if acc > 0.99), None)
         uses = [{"impl": "chunk", "selfcheck": VERDICT}] if log_linear else []
         result = {
@@ -141,17 +145,100 @@ def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(tmp_path):
             assert record.convergence(0.99) == (row.get("convergence") or ("threshold" if solved else "unknown"))
 
 
-def test_the_solved_escaped_and_convergence_columns_are_read_when_present(tmp_path):
-    spec = planted_sweep(tmp_path)
+def folder_report_at(tmp_path: Path, report: dict) -> tuple[Path, Path]:
+    """The planted sweep reported again from its run folders under `report` (what a re-report must give), and the
+    spec with that report."""
+    out = tmp_path / "out"
+    manifest = json.loads((out / "manifest.json").read_text())
+    manifest["report"] = {**manifest["report"], **report}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    write_report(out)
+    return out, tiny_spec(tmp_path, name="other_thresholds", report=report)
+
+
+@pytest.mark.parametrize("report", [{"threshold": 0.9, "plateau": 0.5}, {"threshold": 0.99, "plateau": 0.97},
+                                    {"threshold": 0.9, "plateau": 0.9}, {"threshold": 0.5, "plateau": 0.3}])
+@pytest.mark.parametrize("drop", [(), (PASSAGE_STEPS, PASSAGE_REACHED)])
+def test_a_rereport_at_other_thresholds_counts_solved_and_escaped_again(tmp_path, report, drop):
+    """results.csv written at threshold 0.99 and plateau 0.5, re-reported at others: solved, escaped and how each
+    run ended are the report's from the run folders (the run peaking at 95% is solved at 90%, not escaped at
+    97%), never the columns written at the old values; the steps to a threshold that is not the runs' own are
+    left out and named."""
+    planted_sweep(tmp_path)
+    csv_path = write_rows(tmp_path / "written.csv", read_rows(tmp_path / "out" / CSV), drop=drop)
+    truth, spec = folder_report_at(tmp_path, report)
+    again = tmp_path / "again"
+    assert sweep_main(["report", str(again), "--spec", str(spec), "--from-results", str(csv_path)]) == 0
+    expected = {r["run_id"]: r for r in read_rows(truth / CSV)}
+    got = read_rows(again / CSV)
+    for row in got:
+        for column in ("solved", "escaped", "convergence", "val_score", "test_score"):
+            assert row[column] == expected[row["run_id"]][column], (row["run_id"], column)
+    steps = [(r[PASSAGE_STEPS], r[PASSAGE_REACHED]) for r in got if r["status"] in ("early_stopped", "max_steps")]
+    if report["threshold"] == 0.99:
+        assert steps == [(expected[r["run_id"]][PASSAGE_STEPS], expected[r["run_id"]][PASSAGE_REACHED]) for r in got
+                         if r["status"] in ("early_stopped", "max_steps")]
+    else:
+        assert set(steps) == {("", "")}
+        assert f"the steps to the threshold of {len(steps)} runs" in (again / TABLE).read_text()
+    table = without_note((again / TABLE).read_text())
+    for section in ("## Solve rate", "## Escaped the plateau", "## How the runs ended"):
+        assert table.split(section)[1].split("\n## ")[0] == (truth / TABLE).read_text().split(section)[1].split(
+            "\n## ")[0], section
+
+
+def test_solved_that_results_csv_cannot_tell_at_another_threshold_is_refused(tmp_path, capsys):
+    """Runs solved on two consecutive validations: at another threshold, a run whose best validation is above it
+    may or may not have held it twice; the re-report refuses, naming the run and the threshold."""
+    spec = planted_sweep(tmp_path, **{"train.threshold_evals": 2})
     rows = read_rows(tmp_path / "out" / CSV)
-    finished = [r for r in rows if r["status"] in ("early_stopped", "max_steps")]
-    for r in rows:
-        r.update(solved="", escaped="", convergence="", passage_steps="", passage_reached="")
-    finished[0].update(solved="False", escaped="True", convergence="plateau")
-    newer = write_rows(tmp_path / "newer.csv", rows)
-    record = next(r for r in load_sweep_from_csv(newer, spec, tmp_path / "x").records
-                  if r.run_id == finished[0]["run_id"])
-    assert (record.solved(0.99), record.escaped(0.5, 0.99), record.convergence(0.99)) == (False, True, "plateau")
+    other = tiny_spec(tmp_path, name="at90", report={"threshold": 0.9}, **{"train.threshold_evals": 2})
+    peaked = next(r for r in rows if r["val_accuracy"] == "0.95")
+    err = refused(capsys, ["report", str(tmp_path / "x"), "--spec", str(other), "--from-results",
+                           str(tmp_path / "out" / CSV)], f"run {peaked['run_id']}", "threshold 0.9", "cannot be told")
+    assert f"line {rows.index(peaked) + 2}:" in err and not (tmp_path / "x").exists()
+    assert sweep_main(["report", str(tmp_path / "y"), "--spec", str(spec), "--from-results",
+                       str(tmp_path / "out" / CSV)]) == 0  # at the runs' own threshold it is known
+
+
+@pytest.mark.parametrize("spelling", [("TRUE", "FALSE"), ("true", "false"), ("1", "0")])
+def test_booleans_in_any_spelling_and_an_excel_csv_give_the_same_report(tmp_path, spelling):
+    """A results.csv saved by a spreadsheet (a byte-order mark, CRLF line ends, TRUE and FALSE) re-reports as the
+    CSV the report wrote."""
+    spec = planted_sweep(tmp_path)
+    out = tmp_path / "out"
+    rows = [{k: dict(zip(("True", "False"), spelling, strict=True)).get(v, v) for k, v in row.items()}
+            for row in read_rows(out / CSV)]
+    assert sum(v in spelling for row in rows for v in row.values()) > 10
+    excel = tmp_path / "excel.csv"
+    with excel.open("w", newline="", encoding="utf-8-sig") as f:
+        writer = csv.DictWriter(f, list(rows[0]), lineterminator="\r\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    assert sweep_main(["report", str(tmp_path / "again"), "--spec", str(spec), "--from-results", str(excel)]) == 0
+    assert (tmp_path / "again" / CSV).read_text() == (out / CSV).read_text()
+    assert without_note((tmp_path / "again" / TABLE).read_text()) == without_note((out / TABLE).read_text())
+
+
+def test_a_boolean_varied_value_reads_in_any_spelling_and_nothing_else(tmp_path, capsys):
+    spec_path = tiny_spec(tmp_path)
+    spec = json.loads(spec_path.read_text())
+    spec["grid"] = {"model.mixer": ["gated_deltanet"], "model.negative_eigenvalues": [True, False]}
+    spec_path.write_text(json.dumps(spec))
+    runs = expand(load_spec(spec_path))
+    out = tmp_path / "out"
+    write_manifest(out, load_spec(spec_path), runs)
+    write_report(out)
+    rows = read_rows(out / CSV)
+    for row, spelling in zip(rows, ("TRUE", "0"), strict=True):
+        row["model.negative_eigenvalues"] = spelling
+    assert sweep_main(["report", str(tmp_path / "a"), "--spec", str(spec_path), "--from-results",
+                       str(write_rows(tmp_path / "spelled.csv", rows))]) == 0
+    rows[1]["model.negative_eigenvalues"] = "yes"
+    capsys.readouterr()
+    refused(capsys, ["report", str(tmp_path / "b"), "--spec", str(spec_path), "--from-results",
+                     str(write_rows(tmp_path / "yes.csv", rows))], "line 3", "model.negative_eigenvalues 'yes'",
+            "not a boolean")
 
 
 @pytest.mark.parametrize("study", ["parity_gdn_confirm_cpu"])
@@ -204,3 +291,120 @@ def test_a_rereport_refuses_what_it_cannot_read_and_writes_nothing(tmp_path, cap
     (target / CSV).write_text((out / CSV).read_text())
     refused(capsys, ["report", str(target)], "no manifest.json", "--spec")
     assert sorted(p.name for p in target.iterdir()) == [CSV]
+
+
+def two_stage_study(folder: Path, monkeypatch) -> tuple[Path, Path]:
+    """A two-stage study (test_two_stage.py) run with a stand-in for training: two grid extensions (0.1 and 1 on
+    both selection seeds, the pick 0.1) and three confirmation runs at 0.1; its spec and results.csv."""
+    folder.mkdir(exist_ok=True)
+    spec, out = two_stage_spec(folder, extensions=2), folder / "out"
+    monkeypatch.setattr(runner, "run_local", extending_stand_in([]))
+    assert sweep_main(["run", str(spec), "--out", str(out), "--quiet"]) == 0
+    return spec, out / CSV
+
+
+def edited(rows: list[dict[str, str]], **cells: str) -> list[dict[str, str]]:
+    return [{**row, **cells} for row in rows]
+
+
+TWO_STAGE_DAMAGE = {
+    "a row deleted": (lambda rows: rows[1:], ["lacks 1 of the 4 runs of the first stage"]),
+    "cut at a line boundary": (lambda rows: rows[:5], ["lacks 1 of the 2 runs of the grid extensions",
+                                                       "rows deleted or cut off"]),
+    "an extension row deleted": (lambda rows: [r for r in rows if (r["lr"], r["seed"]) != ("1.0", "1")],
+                                 ["lacks 1 of the 4 runs of the grid extensions"]),
+    "no confirmation rows": (lambda rows: [r for r in rows if r["stage"] != "confirmation"],
+                             ["lacks 3 of the 3 runs of the second stage"]),
+    "the pick moved": (lambda rows: [{**r, "val_score": "0.95"} if r["lr"] == "1.0" else r for r in rows],
+                       ["confirmation run", "is not at the learning rate the selection rows pick"]),
+    "a blank stage": (lambda rows: edited(rows, stage=""), ["line 2:", "its stage is blank where the spec gives "
+                                                                       "'selection'"]),
+    "an edited status": (lambda rows: rows[:2] + edited(rows[2:3], status="Early_Stopped") + rows[3:],
+                         ["line 4:", "status 'Early_Stopped' is not one a report writes", "case-sensitive"]),
+    "a row twice": (lambda rows: rows + rows[:1], [f"line {2 + 11}:", "has a row already, on line 2"]),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(TWO_STAGE_DAMAGE))
+def test_a_rereport_refuses_a_csv_that_is_not_the_whole_study(tmp_path, capsys, monkeypatch, damage):
+    """A two-stage study's results.csv with rows lost, cut, edited so that the pick moves, a blank stage column, an
+    unknown status or a row twice: refused with one line naming what is missing or inconsistent, and nothing
+    written; whole, it re-reports."""
+    spec, results = two_stage_study(tmp_path, monkeypatch)
+    rows = read_rows(results)
+    assert [(r["stage"], r["lr"]) for r in rows].count(("confirmation", "0.1")) == 3 and len(rows) == 11
+    change, words = TWO_STAGE_DAMAGE[damage]
+    target = tmp_path / "target"
+    capsys.readouterr()
+    refused(capsys, ["report", str(target), "--spec", str(spec), "--from-results",
+                     str(write_rows(tmp_path / "damaged.csv", change(rows)))], *words)
+    assert not target.exists()
+    assert sweep_main(["report", str(target), "--spec", str(spec), "--from-results", str(results)]) == 0
+
+
+def test_another_specs_csv_is_refused(tmp_path, capsys, monkeypatch):
+    """A single-stage study's CSV under a two-stage spec whose grid overlaps it, and the other way round."""
+    tiny = planted_sweep(tmp_path)
+    spec, results = two_stage_study(tmp_path / "two", monkeypatch)
+    capsys.readouterr()
+    refused(capsys, ["report", str(tmp_path / "a"), "--spec", str(spec), "--from-results", str(tmp_path / "out" / CSV)],
+            ", line ", "the spec did not produce this results.csv")
+    refused(capsys, ["report", str(tmp_path / "b"), "--spec", str(tiny), "--from-results", str(results)],
+            "line 2:", "the spec did not produce this results.csv")
+
+
+@pytest.mark.parametrize("damage", ["a row deleted", "cut at a line boundary", "a status edited"])
+def test_a_rereport_in_place_of_a_csv_that_lost_runs_keeps_the_report(tmp_path, capsys, damage):
+    """`sweep report REP --spec` on the folder of an earlier re-report whose results.csv lost rows (deleted, cut at
+    a line boundary) or had a finished run's status edited: refused, every file of the report left as it was."""
+    spec = planted_sweep(tmp_path)
+    rep = tmp_path / "rep"
+    assert sweep_main(["report", str(rep), "--spec", str(spec), "--from-results", str(tmp_path / "out" / CSV)]) == 0
+    rows = read_rows(rep / CSV)
+    finished = next(i for i, r in enumerate(rows) if r["status"] == "max_steps")
+    damaged = {"a row deleted": rows[:finished] + rows[finished + 1:], "cut at a line boundary": rows[:4],
+               "a status edited": rows[:finished] + edited(rows[finished:finished + 1], status="missing")
+               + rows[finished + 1:]}[damage]
+    write_rows(rep / CSV, damaged)
+    before = {p.name: p.read_bytes() for p in rep.iterdir()}
+    capsys.readouterr()
+    assert sweep_main(["report", str(rep), "--spec", str(spec)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and ("lacks" in err or "table.md reports 10 finished runs" in err), err
+    assert {p.name: p.read_bytes() for p in rep.iterdir()} == before
+
+
+@pytest.mark.parametrize("study", sorted(p.name for p in (ROOT / "results").iterdir() if p.is_dir()))
+def test_every_committed_study_is_the_whole_study_its_spec_plans(study):
+    """Each committed results.csv holds every run its spec plans, under its id or its earlier one, and the manifest
+    of a folder that keeps one lists the same runs."""
+    folder = ROOT / "results" / study
+    sweep = load_sweep_from_csv(folder / CSV, ROOT / "configs" / "sweeps" / f"{study}.yaml", folder)
+    assert sorted(r.run_id for r in sweep.records) == sorted(r["run_id"] for r in read_rows(folder / CSV))
+    if (folder / "manifest.json").is_file():
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert sorted(e["id"] for e in manifest["runs"]) == sorted(r.run_id for r in sweep.records)
+
+
+def test_how_runs_ended_is_reread_only_under_the_labels_it_was_written_with(tmp_path, capsys):
+    """A study with a plateau window of its own (no part of its runs' ids): results.csv records the window and
+    minimum rise its `convergence` was labelled with; re-reported under them, plateau and improving stand; under
+    another window they cannot be told without the histories: `unknown`, and the line says so."""
+    spec = planted_sweep(tmp_path, **{"train.plateau_window": 6})
+    rows = read_rows(tmp_path / "out" / CSV)
+    assert {(r["plateau_window"], r["plateau_min_delta"]) for r in rows} == {("6", "0.01")}
+    ended = {r["run_id"]: r["convergence"] for r in rows}
+    assert {"plateau", "improving"} & set(ended.values())
+    assert sweep_main(["report", str(tmp_path / "same"), "--spec", str(spec), "--from-results",
+                       str(tmp_path / "out" / CSV)]) == 0
+    assert {r["run_id"]: r["convergence"] for r in read_rows(tmp_path / "same" / CSV)} == ended
+    other = tiny_spec(tmp_path, name="window8", **{"train.plateau_window": 8})
+    assert sweep_main(["report", str(tmp_path / "other"), "--spec", str(other), "--from-results",
+                       str(tmp_path / "out" / CSV)]) == 0
+    again = {r["run_id"]: r["convergence"] for r in read_rows(tmp_path / "other" / CSV)}
+    relabelled = [rid for rid, label in ended.items() if label in ("plateau", "improving")]
+    assert {again[rid] for rid in relabelled} == {"unknown"}
+    assert {rid: label for rid, label in again.items() if rid not in relabelled} == \
+        {rid: label for rid, label in ended.items() if rid not in relabelled}
+    assert f"how {len(relabelled)} runs ended under plateau_window 8 and plateau_min_delta 0.01" in \
+        (tmp_path / "other" / TABLE).read_text()

@@ -7,6 +7,7 @@ per cell."""
 from __future__ import annotations
 
 import csv
+import json
 
 from loglinear.reports.paired import paired_comparisons
 from loglinear.reports.report import write_report
@@ -101,3 +102,21 @@ def test_the_interval_of_the_solved_runs_test_accuracy_stays_within_0_and_100(tm
     report = write_report(make_sweep(tmp_path, entries, report={"threshold": 0.99}))
     given = section_rows(report.table, "Test accuracy of the solved runs")
     assert row(given, "Mamba-2") == ["52.0 [0.0, 100.0] (n=2)"]  # the t interval reaches -545 and +649
+
+
+def test_a_study_that_labels_its_runs_otherwise_relabels_them_from_their_metrics(tmp_path):
+    """The manifest asks for a plateau window of 2 where the runs recorded how they ended with 10: the budget end
+    is read again from each run's metrics.csv (the last two validations rose by 0: plateau), where result.json says
+    improving; a run without a metrics.csv is `unknown`, never the label made under the other window."""
+    curve = [(100, 0.1), (200, 0.5), (300, 0.5), (400, 0.5)]
+    entries = [run_entry("mamba2", 16, 1e-3, s, finished(0.5, convergence="improving"), curve=curve if s else None)
+               for s in (0, 1)]
+    out = make_sweep(tmp_path, entries)
+    manifest = json.loads((out / "manifest.json").read_text())
+    for entry in manifest["runs"]:
+        entry["config"]["train"]["plateau_window"] = 2
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    write_report(out)
+    with open(out / "results.csv", newline="") as f:
+        ended = {row["seed"]: row["convergence"] for row in csv.DictReader(f)}
+    assert ended == {"0": "unknown", "1": "plateau"}

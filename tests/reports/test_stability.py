@@ -30,10 +30,10 @@ def planted(folder):
 def test_the_margin_and_the_leave_one_seed_out_picks(tmp_path):
     found = {key[0][0]: s for key, s in selection_stability(load_sweep(planted(tmp_path))).items()}
     mamba, ours = found["Mamba-2"], found["Log-Linear Mamba-2"]
-    assert (mamba.lr, mamba.runner_up, mamba.left_out) == (1e-3, 1e-2, 3)
+    assert (mamba.pick, mamba.runner_up, mamba.left_out) == ((1e-3,), (1e-2,), 3)
     assert mamba.margin == pytest.approx((0.98 + 0.09 + 0.10) / 3 - 0.36)
     assert mamba.kept == 2 and not mamba.agrees  # without seed 0: 0.095 against 0.36
-    assert (ours.lr, ours.kept, ours.left_out) == (1e-2, 3, 3) and ours.agrees
+    assert (ours.pick, ours.kept, ours.left_out) == ((1e-2,), 3, 3) and ours.agrees
     assert format_stability(mamba) == "0.001 by +3.0 over 0.01, kept 2/3"
 
 

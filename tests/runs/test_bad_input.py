@@ -93,6 +93,8 @@ def test_a_failed_start_does_not_refuse_a_corrected_config(tmp_path, capsys, mon
         ("model.vocab_size=10", "model.vocab_size=10 is smaller than the task's vocabulary (mqar: 16 tokens)"),
         ("model.max_len=4", "model.max_len=4 is smaller than the longest sequence of the data (8 tokens)"),
         ("model.output_head=decoder", "model.output_head=decoder: task mqar is scored through the 'lm' head"),
+        ("train.threshold_evals=3", "train.threshold_evals=3 is more than the 2 validation(s) of the budget "
+                                    "(train.max_steps=4, train.val_every=2): no run could ever be solved"),
     ],
 )
 def test_a_bad_value_is_one_line_before_any_folder_is_made(tmp_path, capsys, override, message):
@@ -163,6 +165,20 @@ def test_a_read_only_out_dir_is_one_line_naming_it(small_disk, capsys):
     assert line == f"loglinear train: cannot write {out}: Read-only file system"
 
 
+def test_a_disk_that_fills_while_a_checkpoint_is_written_leaves_the_run_resumable(small_disk, capsys):
+    """Room for the run's small files but not for its first checkpoint (whose write torch's own error may report,
+    tests/runs/test_interruption.py): the run is not marked failed, the command says the disk is full and names
+    the file, and once there is room the same command trains it."""
+    out = small_disk.path / "run"
+    small_disk.fill(free=24_000)
+    line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]), expected=1)
+    assert line.startswith("loglinear train: [Errno 28] disk full writing ") and "last.ckpt" in line, line
+    assert read_result(out) is None and not list(out.glob(".*.tmp"))
+    small_disk.make_room()
+    assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
+    assert read_result(out)["status"] == "max_steps"
+
+
 def test_a_corrupt_result_is_named_and_the_run_redone(tmp_path, capsys):
     out = tmp_path / "run"
     assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
@@ -199,4 +215,32 @@ def test_an_unknown_self_check_mode_in_the_environment_is_refused_before_the_run
     out = tmp_path / "run"
     line = one_line_error(capsys, cli_main(["train", *RUN, f"out_dir={out}"]))
     assert "LOGLINEAR_SELFCHECK: unknown self-check mode 'bogus'; valid: auto, force, skip" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("task, arguments", [
+    ("in_context_recall", "{vocab_size: 2, seq_len: 8}"),
+    ("noisy_in_context_recall", "{vocab_size: 18, seq_len: 8}"),
+    ("fuzzy_in_context_recall", "{vocab_size: 3, seq_len: 8, k_motif_size: 1, v_motif_size: 1}"),
+    ("selective_copying", "{vocab_size: 3, seq_len: 8, num_tokens_to_copy: 2}"),
+    ("memorization", "{vocab_size: 3, seq_len: 8}"),
+])
+def test_a_task_whose_arguments_leave_one_answer_is_refused_before_any_folder(tmp_path, capsys, task, arguments):
+    """Chance would be 100%: the run would stop "solved" at its first validation, having learned nothing."""
+    out = tmp_path / "run"
+    run = [a for a in RUN if not a.startswith("data.task")]
+    line = one_line_error(capsys, cli_main(["train", *run, f"data.task={task}", f"data.task_args={arguments}",
+                                            f"out_dir={out}"]))
+    assert "vocab_size" in line and "leaves 1 possible answer" in line, line
+    assert not out.exists()
+
+
+def test_a_task_whose_batches_would_mostly_score_nothing_is_refused_before_any_folder(tmp_path, capsys):
+    """Compression at 2 tokens with noise 0.99: 96% of the batches of 4 hold only noise, so nothing to learn."""
+    out = tmp_path / "run"
+    run = [a for a in RUN if not a.startswith("data.")]
+    line = one_line_error(capsys, cli_main([
+        "train", *run, "data.task=compression", "data.batch_size=4", "data.val_size=32", "data.test_size=32",
+        "data.task_args={vocab_size: 8, seq_len: 2, noise_vocab_size: 2, frac_noise: 0.99}", f"out_dir={out}"]))
+    assert "frac_noise=0.99" in line and "96% of the training batches of batch_size 4" in line, line
     assert not out.exists()

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from loglinear.cli import main as cli_main
+from loglinear.runs.checkpoints import AtomicCheckpointIO
 from loglinear.runs.folder import LOCK, DiskFull, exclusive, read_result
 
 HARNESS = Path(__file__).with_name("interrupt_harness.py")
@@ -209,6 +210,20 @@ def test_a_full_disk_is_one_line_and_leaves_nothing_half_written(tmp_path, monke
     monkeypatch.setattr(torch, "save", real_save)
     assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
     assert read_result(out)["step"] == 40
+
+
+def test_a_checkpoint_that_does_not_fit_is_a_full_disk_whatever_room_is_left(small_disk):
+    """At some sizes left torch's zip writer turns the write that fails into its own RuntimeError (`unexpected
+    pos`), which a run took for a failure of its own; at every size the checkpoint is DiskFull naming the file, and
+    no temporary file is left."""
+    checkpoint = {"state_dict": {"w": torch.arange(30_000, dtype=torch.float32)}}  # 120 KB
+    path = small_disk.path / "last.ckpt"
+    for free in range(4096, 110_000, 2048):
+        small_disk.fill(free=free)
+        with pytest.raises(DiskFull, match=r"disk full writing .*last\.ckpt"):
+            AtomicCheckpointIO().save_checkpoint(checkpoint, path)
+        assert list(small_disk.path.iterdir()) == [small_disk.filler]
+        small_disk.make_room()
 
 
 def test_disk_full_error_names_the_file(tmp_path):

@@ -55,3 +55,14 @@ def test_a_gpu_run_names_its_gpu_and_how_many():
     device = torch.device("cuda", 0)
     name = torch.cuda.get_device_name(device)
     assert gpu_name(device) == name and gpu_name(device, 2) == f"{name} x 2"
+
+
+@pytest.mark.parametrize("record, label", [
+    ("AMD EPYC", "malformed machine record (str)"),
+    ([1, 2], "malformed machine record (list)"),
+    ({"processor": "AMD EPYC", "cpu_capability": "AVX2", "torch": "2.1.0"},
+     "AMD EPYC (AVX2), torch 2.1.0, threads not recorded"),
+    ({"gpu": "NVIDIA A100"}, "NVIDIA A100; not recorded (not recorded), torch not recorded, threads not recorded"),
+])
+def test_a_record_of_another_version_is_labelled_as_far_as_it_goes(record, label):
+    assert machine_label(record) == label

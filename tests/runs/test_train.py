@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -254,3 +255,28 @@ def test_negative_transitions_are_logged_per_head_at_validation(tmp_path):
     assert set(names) <= set((tmp_path / "signed" / "metrics.csv").read_text().splitlines()[0].split(","))
     unsigned = run("unsigned")
     assert not any(k.startswith("val/negative_transitions") for k in unsigned["final_val"])
+
+
+NOISY_COMPRESSION = [*(o for o in TINY if not o.startswith("data.")), "data.task=compression",
+                     "data.task_args={vocab_size: 8, seq_len: 4, noise_vocab_size: 2, frac_noise: 0.8}",
+                     "data.batch_size=4", "data.val_size=64", "data.test_size=64", "train.max_steps=60",
+                     "train.early_stop_threshold=null"]
+"""Each example's 3 tokens all noise with probability 0.8^3 = 51%: about 7% of the batches of 4 score no position."""
+
+
+def test_a_batch_without_a_scored_position_has_a_zero_loss_and_no_gradient(tmp_path):
+    from loglinear.runs.lit import LitLanguageModel
+
+    cfg = load_run_config(None, [f"out_dir={tmp_path / 'run'}", *NOISY_COMPRESSION])
+    module = LitLanguageModel(cfg.model, cfg.train)
+    inputs = torch.randint(0, 6, (4, 4))
+    loss, counts = module.shared_step({"inputs": inputs, "targets": torch.full((4, 4), -100)})
+    assert loss.item() == 0.0 and counts["scored"].sum() == 0
+    loss.backward()
+    assert all(p.grad is None or not p.grad.any() for p in module.parameters())
+
+
+def test_batches_without_a_scored_position_do_not_end_a_run_diverged(tmp_path):
+    result = train(load_run_config(None, [f"out_dir={tmp_path / 'run'}", *NOISY_COMPRESSION]))
+    assert result["status"] == "max_steps" and result["step"] == 60
+    assert math.isfinite(result["test"]["test/loss"])

@@ -12,12 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from loglinear.cli import main
-from loglinear.runs.folder import LOCK, exclusive, read_result
+from loglinear.runs.folder import LOCK, exclusive, read_result, write_json_atomic
+from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import LOG, run_dir, write_manifest
 from loglinear.sweeps.progress import ELSEWHERE
-from loglinear.sweeps.runner import RunFault, RunProcess, finish_job
+from loglinear.sweeps.runner import RunFault, RunProcess, SweepOutcome, finish_job
 from loglinear.sweeps.spec import expand, load_spec
 
 from .sweep_helpers import write_spec
@@ -170,3 +172,42 @@ def test_two_architectures_with_one_row_label_are_refused_before_anything_runs(t
     assert "share the row label 'Mamba-2'" in line and not out.exists()
     apart = load_spec(write_spec(tmp_path, {"model.mixer": ["mamba2", "my_mixers:NamedMamba2"]}, name="apart"))
     assert len(expand(apart)) == 2
+
+
+def stand_in_training(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    """`run_local` without training: each run not finished yet gets a result."""
+    for run in runs:
+        if read_result(run_dir(out, run.run_id)) is None:
+            write_json_atomic(run_dir(out, run.run_id) / "result.json",
+                              {"status": "max_steps", "val_accuracy": 0.5, "final_val": {"val/acc": 0.5},
+                               "test": {"test/acc": 0.5}, "step": 20, "steps_to_threshold": None})
+    return SweepOutcome({run.run_id: "max_steps" for run in runs})
+
+
+@pytest.mark.parametrize("grid, protocol, shrunk, words", [
+    ({"train.seed": [0, 1]}, None, {"train.seed": [0]}, ["it is no point of the spec's grid"]),
+    ({"train.lr": [1.0e-3, 1.0e-2]}, {"selection_seeds": [0, 1, 2, 3], "confirmation_seeds": [4, 5]},
+     "confirmation_seeds", ["seed 5 is no confirmation seed"]),
+], ids=["a seed dropped", "a confirmation seed dropped"])
+def test_a_shrunk_spec_is_refused_before_the_manifest_changes(tmp_path, capsys, monkeypatch, grid, protocol, shrunk,
+                                                               words):
+    """A spec under the same name that no longer plans some finished runs the report holds: refused before
+    anything is written (the manifest and the report as they were), naming a run and why; the same spec again
+    runs."""
+    monkeypatch.setattr(runner, "run_local", stand_in_training)
+    spec_path, out = write_spec(tmp_path, grid), tmp_path / "out"
+    spec = yaml.safe_load(spec_path.read_text())
+    if protocol is not None:
+        spec["protocol"] = protocol
+        spec_path.write_text(yaml.safe_dump(spec))
+    assert main(["sweep", "run", str(spec_path), "--out", str(out), "--quiet"]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    if protocol is None:
+        spec["grid"] = shrunk
+    else:
+        spec["protocol"][shrunk] = spec["protocol"][shrunk][:-1]
+    spec_path.write_text(yaml.safe_dump(spec))
+    capsys.readouterr()
+    line = one_line(capsys, main(["sweep", "run", str(spec_path), "--out", str(out), "--quiet"]), 2)
+    assert "reports run" in line and "does not plan it" in line and all(w in line for w in words), line
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before

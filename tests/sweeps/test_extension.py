@@ -40,8 +40,8 @@ def test_the_next_rate_beyond_each_edge():
 
 
 def test_an_extension_target_gets_its_configuration_on_every_selection_seed():
-    point = {"model.mixer": "mamba2", "train.lr": 3.0e-2, "train.seed": 0, "data.seed": 0}
-    staged = extension_points(spec([3.0e-3, 1.0e-2, 3.0e-2]), [(point, 0.0949)])
+    target = {"model.mixer": "mamba2", "train.lr": 0.0949, "train.seed": 0, "data.seed": 0}
+    staged = extension_points(spec([3.0e-3, 1.0e-2, 3.0e-2]), [target])
     assert staged == [({"model.mixer": "mamba2", "train.lr": 0.0949, "train.seed": s, "data.seed": s}, "selection")
                       for s in (0, 9)]
 

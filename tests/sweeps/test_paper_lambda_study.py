@@ -61,7 +61,7 @@ def test_the_reference_arms_are_the_paper_studys_runs():
     grid_runs = expand(paper)
     highest = max(paper.grid["train.lr"])
     first_seed = paper.protocol.selection_seeds[0]
-    extended = expand(paper, extension_points(paper, [(r.point, RATES[2]) for r in grid_runs
+    extended = expand(paper, extension_points(paper, [{**r.point, "train.lr": RATES[2]} for r in grid_runs
                                                       if r.point["train.lr"] == highest
                                                       and r.point["train.seed"] == first_seed]))
     theirs = {r.run_id for r in grid_runs + extended}

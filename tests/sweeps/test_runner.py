@@ -17,6 +17,7 @@ import pytest
 
 from loglinear.cli import sweep_main
 from loglinear.runs.config import ConfigError
+from loglinear.runs.folder import write_json_atomic
 from loglinear.sweeps import runner
 from loglinear.sweeps.progress import Progress, eta_seconds
 from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, exclusive_sweep, worker_envs
@@ -225,3 +226,21 @@ def test_a_second_runner_on_the_same_folder_is_refused(tmp_path, capsys):
         assert sweep_main(["run", str(spec_path), "--out", str(out)]) == 2
     assert "another `loglinear sweep run` is running" in capsys.readouterr().err
     assert not (out / "runs").exists()
+
+
+def test_a_run_made_while_its_labels_were_part_of_its_id_is_found_under_that_id(tmp_path):
+    """A finished run of a spec with a plateau window of its own, in the folder its earlier id names (a committed
+    study's, made while the labels of a run's end were part of its id): `sweep run` finds it there and trains
+    nothing; the manifest and the report list it under that id."""
+    spec_path = write_spec(tmp_path, {"train.seed": [0]}, **{"train.plateau_window": 6})
+    (run,) = expand(load_spec(spec_path))
+    assert run.alias is not None and run.alias != run.run_id
+    out = tmp_path / "out"
+    write_json_atomic(out / "runs" / run.alias / "result.json",
+                      {"status": "max_steps", "val_accuracy": 0.5, "final_val": {"val/acc": 0.5},
+                       "test": {"test/acc": 0.5}, "step": 20, "steps_to_threshold": None, "convergence": "plateau"})
+    assert sweep_main(["run", str(spec_path), "--out", str(out), "--workers", "1", "--quiet"]) == 0
+    assert sorted(p.name for p in (out / "runs").iterdir()) == [run.alias]
+    assert [e["id"] for e in json.loads((out / "manifest.json").read_text())["runs"]] == [run.alias]
+    with open(out / "results.csv", newline="") as f:
+        assert [(row["run_id"], row["convergence"]) for row in csv.DictReader(f)] == [(run.alias, "plateau")]

@@ -64,6 +64,15 @@ def spec_of(grid=None, zip_groups=None, **base) -> SweepSpec:
      ["protocol", "selection_seeds", "seed 0 more than once"]),
     ({"name": "t", "protocol": {"selection_seeds": [0], "confirmation_seeds": [1]}, "grid": {"train.seed": [0]}},
      ["train.seed", "protocol"]),
+    ({"name": "t", "protocol": {"selection_seeds": 4, "confirmation_seeds": [5]}},
+     ["protocol.selection_seeds: must be a list, got 4"]),
+    ({"name": "t", "protocol": {"selection_seeds": [0], "confirmation_seeds": "5"}},
+     ["protocol.confirmation_seeds: must be a list, got '5'"]),
+    ({"name": "t", "report": {"threshold": 0.99, "plateau": 0.995}},
+     ["report", "plateau 0.995 is above threshold 0.99"]),
+    ({"name": "t", "report": {"threshold": 0.5, "plateau": 0.9}}, ["report", "plateau 0.9 is above threshold 0.5"]),
+    ({"name": "t", "report": {"threshold": 0.4, "plateau": 0.5}}, ["report", "plateau 0.5 is above threshold 0.4"]),
+    ({"name": "t", "report": {"plateau": 0.995}}, ["report", "plateau 0.995 is above threshold 0.99"]),
 ])
 def test_bad_specs_fail_with_one_line_naming_the_key(raw, words):
     with pytest.raises(SpecError) as error:

@@ -28,3 +28,19 @@ def test_a_running_run_says_its_process_and_how_many_steps_it_has_logged(tmp_pat
     assert [(states[r.run_id].status, states[r.run_id].detail) for r in runs] == [
         ("running", f"pid {pid}, step 1,250 of 2,000"), ("running", f"pid {pid}")]
     assert f"running (pid {pid}, step 1,250 of 2,000)" in format_status("tiny", list(states.values()))
+
+
+def test_a_running_run_whose_metrics_do_not_read_says_so(tmp_path):
+    """A metrics.csv with bytes that are not UTF-8 (a copy gone wrong, a disk fault): the run is still running, and
+    its detail says why its step is not shown; no traceback."""
+    spec = load_spec(write_spec(tmp_path, {"train.lr": [1.0e-3]}, **{"train.max_steps": 2000}))
+    (run,) = expand(spec)
+    out = tmp_path / "out"
+    write_manifest(out, spec, [run])
+    folder = run_dir(out, run.run_id)
+    folder.mkdir(parents=True)
+    (folder / METRICS).write_bytes(b"epoch,step,train/loss\n0,1199,8.3\n0,12\xff9,8.2\n")
+    with exclusive(folder / LOCK, "held by the test"):
+        (state,) = sweep_status(out, with_queue=False)
+    assert (state.status, state.detail) == ("running", f"pid {os.getpid()}, {METRICS} does not read: not UTF-8 text "
+                                                       f"(byte 37: b'\\xff')")

@@ -11,9 +11,9 @@ import torch
 from omegaconf.errors import ConfigKeyError, ValidationError
 from torch.utils.data import DataLoader
 
-from loglinear.synthetics import DataConfig, SyntheticDataModule, load_data_config
+from loglinear.synthetics import DataConfig, SyntheticDataModule, get_task, load_data_config
 from loglinear.synthetics.config import as_data_config, training_set
-from loglinear.synthetics.streams import FixedBatches, TrainStream
+from loglinear.synthetics.streams import FixedBatches, TrainStream, fixed_chunks
 
 PRESETS = sorted((Path(__file__).parents[2] / "configs" / "data").glob("*.yaml"))
 SMALL = {
@@ -189,16 +189,17 @@ def test_explicit_start_step_overrides_the_trainer():
         data.set_start_step(2.0)
 
 
-def test_a_fixed_training_set_is_the_first_fresh_examples_cycled_by_epochs():
+def test_a_fixed_training_set_is_drawn_once_and_cycled_by_epochs():
     config = as_data_config({"task": "parity", "task_args": {"seq_len": 8}, "batch_size": 4, "train_size": 10,
                              "seed": 3})
     fixed = TrainStream(training_set(config), 4, seed=3, train_size=10)
-    fresh = TrainStream(training_set(config), 4, seed=3)
-    first = torch.cat([fresh.batch(step)["inputs"] for step in range(3)])[:10]
+    (task,) = training_set(config).tasks
+    drawn = torch.cat([chunk["inputs"] for chunk in fixed_chunks(task, 3, 10)])
+    assert drawn.shape == (10, 8)
     epochs = [torch.cat([fixed.batch(3 * e + b)["inputs"] for b in range(3)]) for e in range(3)]
     assert [len(fixed.batch(b)["inputs"]) for b in range(3)] == [4, 4, 2]
     for epoch in epochs:  # every example once per epoch
-        assert sorted(map(tuple, epoch.tolist())) == sorted(map(tuple, first.tolist()))
+        assert sorted(map(tuple, epoch.tolist())) == sorted(map(tuple, drawn.tolist()))
     assert not torch.equal(epochs[0], epochs[1])  # each epoch in its own order
     again = TrainStream(training_set(config), 4, seed=3, train_size=10, start_step=4)
     assert torch.equal(next(iter(again))["inputs"], fixed.batch(4)["inputs"])  # a resumed run sees the same
@@ -206,8 +207,35 @@ def test_a_fixed_training_set_is_the_first_fresh_examples_cycled_by_epochs():
     assert torch.equal(next(iter(module.train_dataloader()))["inputs"], fixed.batch(0)["inputs"])
 
 
+@pytest.mark.parametrize("size", [10, 300, 600])
+def test_a_fixed_training_set_is_the_same_whatever_the_batch_size(size):
+    """A sweep that varies data.batch_size at one data.train_size compares runs on one training set."""
+    config = as_data_config({"task": "mqar", "task_args": {"vocab_size": 64, "seq_len": 16, "num_kv_pairs": 4},
+                             "train_size": size})
+    epochs = []
+    for batch_size in (4, 10, 128, size):
+        stream = TrainStream(training_set(config), batch_size, seed=0, train_size=size)
+        batches = -(-size // batch_size)
+        epoch = torch.cat([stream.batch(b)["inputs"] for b in range(batches)])
+        epochs.append(sorted(map(tuple, epoch.tolist())))
+    assert all(epoch == epochs[0] for epoch in epochs) and len(epochs[0]) == size
+    smaller = TrainStream(training_set(config), size, seed=0, train_size=size // 2).batch(0)["inputs"]
+    assert set(map(tuple, smaller.tolist())) <= set(epochs[0])  # a smaller set is the larger one's start
+
+
 def test_a_fixed_training_set_needs_one_task():
     with pytest.raises(ValueError, match="train_size must be >= 1, got 0"):
         as_data_config({"task": "parity", "train_size": 0})
     with pytest.raises(ValueError, match="train_size .* needs a single training task, not a mixture"):
         as_data_config({"task": "parity", "train_size": 8, "mixture": [{"seq_len": 8}, {"seq_len": 16}]})
+
+
+def test_the_training_set_is_refused_when_most_of_its_batches_would_score_nothing():
+    noisy = {"task": "compression", "task_args": {"vocab_size": 8, "seq_len": 3, "noise_vocab_size": 2,
+                                                  "frac_noise": 0.9}}  # an example without a score: 0.81
+    assert get_task("compression", **noisy["task_args"]).unscored == pytest.approx(0.81)
+    training_set(as_data_config({**noisy, "batch_size": 4}))  # 0.81^4 = 43% of batches without one: accepted
+    with pytest.raises(ValueError, match="66% of the training batches of batch_size 2 without a scored position"):
+        training_set(as_data_config({**noisy, "batch_size": 2}))
+    with pytest.raises(ValueError, match="without a scored position"):
+        SyntheticDataModule({**noisy, "batch_size": 2})

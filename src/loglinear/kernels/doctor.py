@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import platform
+import signal
 import subprocess
 import sys
 import time
@@ -39,7 +40,9 @@ def doctor_command() -> int:
     one failed or its verdict could not be stored, 2 for an unknown LOGLINEAR_SELFCHECK (one line on stderr).
 
     Without a CUDA device the kernels run in Triton's interpreter, which Triton reads when its own modules load
-    (torch may have loaded them already): unless it is set, the check runs in a new process with it set."""
+    (torch may have loaded them already): unless it is set, the check runs in a new process with it set. That
+    process has a session of its own, so Ctrl-C reaches it once, through this one: it says it was interrupted
+    (one line, exit 130) and this process returns its status."""
     try:
         mode_of()
     except ValueError as e:
@@ -47,7 +50,12 @@ def doctor_command() -> int:
         return 2
     if not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1":
         env = {**os.environ, "TRITON_INTERPRET": "1"}
-        return subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, check=False).returncode
+        child = subprocess.Popen([sys.executable, "-m", "loglinear", "doctor"], env=env, start_new_session=True)
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            child.send_signal(signal.SIGINT)
+            return child.wait()
     return 0 if run_doctor() else 1
 
 

@@ -86,24 +86,27 @@ class PackStream(IterableDataset):
 
 
 def run_losses(logits: Tensor, batch: PackedBatch) -> Tensor:
-    """Each run's mean cross-entropy over its scored positions (runs,), from logits (runs, P, vocab)."""
+    """Each run's mean cross-entropy over its scored positions (runs,), from logits (runs, P, vocab); 0, with a zero
+    gradient, for a run whose batch scores no position (as `evaluation.score` alone)."""
     runs, P = batch.at.shape
     losses = F.cross_entropy(logits.float().flatten(0, 1), batch.targets.flatten(), reduction="none")
-    return (losses.view(runs, P) * batch.weights).sum(1) / batch.weights.sum(1)
+    return (losses.view(runs, P) * batch.weights).sum(1) / batch.weights.sum(1).clamp_min(1)
 
 
 def logged_losses(logits: Tensor, batch: PackedBatch) -> Tensor:
     """Each run's loss (runs,) as its run alone computes it (the mean cross-entropy over its own scored positions:
     the same value to the bit, where `run_losses` may differ in the last bit by the order of its sum)."""
-    return torch.stack([F.cross_entropy(logits[r, :n].float(), batch.targets[r, :n])
+    return torch.stack([F.cross_entropy(logits[r, :n].float(), batch.targets[r, :n]) if n else logits[r, :0].sum()
                         for r, n in enumerate(batch.scored)])
 
 
 def run_accuracies(logits: Tensor, batch: PackedBatch, batch_size: int) -> Tensor:
-    """Each run's mean over its examples of the example's accuracy over its scored positions (runs,) float64."""
+    """Each run's mean, over its examples with a scored position, of the example's accuracy over them (runs,)
+    float64; NaN for a run whose batch scores no position (alone, its train/acc is not logged there)."""
     scored = batch.weights.to(torch.float64)
     right = (logits.argmax(-1) == batch.targets).to(torch.float64) * scored
     zeros = torch.zeros(batch.at.shape[0], batch_size, dtype=torch.float64, device=logits.device)
     correct = zeros.scatter_add(1, batch.examples, right)
     counts = zeros.scatter_add(1, batch.examples, scored)
-    return (correct / counts.clamp_min(1)).mean(1)
+    has_scores = (counts > 0).to(torch.float64)
+    return (correct / counts.clamp_min(1)).sum(1) / has_scores.sum(1)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from loglinear.models.config import INIT_OPTIONS
-from loglinear.runs.config import ConfigError, RunConfig, difference, to_container
+from loglinear.runs.config import ConfigError, RunConfig, identity_difference, to_container
 
 PER_RUN = (
     "out_dir", "logger", "data.seed", "model.init", *(f"model.{name}" for name in INIT_OPTIONS),
@@ -68,7 +68,7 @@ def check_packable(cfgs: Sequence[RunConfig]) -> None:
         check_trainable_packed(cfg)
     first = shared_part(cfgs[0])
     for cfg in cfgs[1:]:
-        found = difference(first, shared_part(cfg))
+        found = identity_difference(first, shared_part(cfg))
         if found:
             raise PackError(f"{cfgs[0].out_dir} and {cfg.out_dir} cannot share a pack: they differ in {found} "
                             f"(a pack's runs differ only in {', '.join(PER_RUN)})")

@@ -101,9 +101,10 @@ class Member:
 
     def log_train(self, step: int, loss: float, acc: float | None, lr_step: int | None = None) -> None:
         """The train row at `step`: the loss (float32), the accuracy (float64: Lightning keeps a float64 tensor so;
-        None: not in the row) and the learning rate of step `lr_step` (default `step`)."""
+        None or NaN, a batch without a scored position: not in the row) and the learning rate of step `lr_step`
+        (default `step`)."""
         lr = self.cfg.train.lr * self.cfg.train.lr_factor(step if lr_step is None else lr_step)
-        accuracy = {} if acc is None else {"train/acc": acc}
+        accuracy = {} if acc is None or math.isnan(acc) else {"train/acc": acc}
         self.log({"train/loss": logged(loss), **accuracy, "train/lr": logged(lr)}, step)
 
     def evaluate(self, stage: str) -> dict[str, float]:

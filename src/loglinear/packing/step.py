@@ -68,7 +68,9 @@ class PackedStep:
             values = torch.stack([logged_losses(logits.detach(), batch).double(),
                                   run_accuracies(logits.detach(), batch, batch.inputs.shape[1])], 1)
             self.pending.append((t, values))
-            latest = torch.stack([values[:, 0], values[:, 1], ones, ones], 1)
+            has_acc = ~values[:, 1].isnan()  # NaN: no scored position, no accuracy logged
+            latest = torch.stack([values[:, 0], torch.where(has_acc, values[:, 1], self.last[:, 1]), ones,
+                                  torch.where(has_acc, ones, self.last[:, 3])], 1)
         else:
             latest = torch.stack([losses.detach().double(), self.last[:, 1], ones, self.last[:, 3]], 1)
         self.last = torch.where(self.alive[:, None], latest, self.last)

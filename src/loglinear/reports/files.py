@@ -12,8 +12,9 @@ from typing import Any
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import Pairing, TestResult
 from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_groups, recall_state
-from loglinear.reports.results import LAMBDA_KEY, Sweep
+from loglinear.reports.results import LAMBDA_KEY, Record, Sweep
 from loglinear.reports.statistics import Event
+from loglinear.runs.config import ID_LABELS, config_id
 from loglinear.runs.folder import write_text_atomic
 
 TABLE = "table.md"
@@ -24,6 +25,10 @@ STATE_KINDS = ("per_layer", "total")
 RESULT_COLUMNS = ("val_accuracy", "steps_to_threshold", "step", "params", "wall_time_s")
 PASSAGE_STEPS, PASSAGE_REACHED = "passage_steps", "passage_reached"
 SELFCHECKS, MACHINE, RECALL, ERROR = "selfchecks", "machine", "recall", "error"
+LABELS = ("plateau_window", "plateau_min_delta")
+"""Columns after `convergence` holding the values a run's `plateau` / `improving` was labelled with, written only
+for the runs whose id does not carry them (runs/config.py, ID_LABELS: at their defaults, or part of an earlier
+id), and only when some run has them."""
 CSV_COLUMNS = (
     "run_id", "stage", "status", "mixer", "lambda_param", "d_model", "n_layers", "lr", "seed", "task",
     *RESULT_COLUMNS, PASSAGE_STEPS, PASSAGE_REACHED, "val_score", "test_score", "solved", "escaped", "convergence",
@@ -37,7 +42,9 @@ threshold and True, else the step where the run ended and False (the Kaplan-Meie
 weights' validation and test accuracy), as fractions; `solved` / `escaped` (True or False; empty where not known,
 `escaped` empty without a plateau threshold) and `convergence` (threshold, plateau, improving, diverged, failed,
 unknown; empty for a run without a result): what every table and test of the report counts (`Record.solved`,
-`Record.escaped`, `Record.convergence`, at the report's thresholds);
+`Record.escaped`, `Record.convergence`, at the report's thresholds, which the file does not record: a re-report
+counts them again); `plateau_window` / `plateau_min_delta` (`LABELS`, only where some run needs them): what a
+run's `plateau` or `improving` was labelled with;
 `implementations`: the log-linear operator's implementations the run ran, space-separated (empty: none or not
 recorded), `selfchecks` the fused kernels' self-check verdicts they relied on (JSON, empty: none);
 `machine`: what the run's result was written on, one line (runs/machine.py; empty: not recorded);
@@ -46,6 +53,21 @@ recorded), `selfchecks` the fused kernels' self-check verdicts they relied on (J
 queries, `recall` the test accuracy by the recalled key's level and distance (JSON; reports/recall_levels.py);
 `error`: why a failed run failed. With the spec, these columns are what `loglinear sweep report --from-results`
 re-reports a study from (reports/results_csv.py)."""
+
+
+def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    """The header and rows of a CSV as this suite or a spreadsheet writes it (a byte-order mark and CRLF line ends
+    are read, as Excel's "CSV UTF-8" has them; a short row's missing cells are empty); one that does not read is a
+    ValueError saying why."""
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f, restval="")
+            rows = list(reader)
+            return list(reader.fieldnames or []), rows
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
+    except csv.Error as e:
+        raise ValueError(str(e)) from None
 
 
 def write_csv(sweep: Sweep, path: Path) -> None:
@@ -59,6 +81,9 @@ def write_csv(sweep: Sweep, path: Path) -> None:
     text = io.StringIO()
     writer = csv.writer(text)
     columns = [c for c in CSV_COLUMNS if c not in sweep.absent_columns]
+    labelled = {r.run_id: dict(zip(LABELS, r.labels, strict=True)) for r in sweep.records if not _id_carries_labels(r)}
+    if labelled:
+        columns[columns.index("convergence") + 1:columns.index("convergence") + 1] = LABELS
     writer.writerow([*columns, *metrics, *(f"state_size_{kind}/seq_len={n}" for kind, n in states), *varied])
     for r in sweep.records:
         fixed = {
@@ -69,7 +94,7 @@ def write_csv(sweep: Sweep, path: Path) -> None:
             **_passage_columns(r.passage(sweep.report.threshold)),
             "val_score": r.val_score, "test_score": r.test_score, "solved": r.solved(report.threshold),
             "escaped": None if report.plateau is None else r.escaped(report.plateau, report.threshold),
-            "convergence": r.convergence(report.threshold),
+            "convergence": r.convergence(report.threshold), **labelled.get(r.run_id, dict.fromkeys(LABELS)),
             **{f"state_size_{kind}": r.state_at(per=kind) for kind in STATE_KINDS},
             "implementations": " ".join(r.implementations or ()), SELFCHECKS: r.selfchecks or None,
             MACHINE: r.machine,
@@ -79,6 +104,12 @@ def write_csv(sweep: Sweep, path: Path) -> None:
                         + [_csv(r.state_at(n, kind)) for kind, n in states]
                         + [_csv(r.point.get(k)) for k in varied])
     write_text_atomic(path, text.getvalue())
+
+
+def _id_carries_labels(record: Record) -> bool:
+    """Whether the run's id tells the values its end is labelled with: they are the defaults, or it is the id they
+    were part of."""
+    return record.labels == tuple(ID_LABELS.values()) or config_id(record.config, legacy=True) == record.run_id
 
 
 def _passage_columns(event: Event | None) -> dict[str, Any]:

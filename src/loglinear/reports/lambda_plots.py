@@ -308,8 +308,7 @@ def _section(title: str, image: str, by_lambda, shown: dict[str, list[Profile]],
         for lv in levels:
             values = [v for p in runs for l2, v in zip(p.levels, p.lam, strict=True) if l2 == lv]
             mean_by_level.append(f"{np.mean(values):.3g}" if values else "")
-        lr = by_lambda[name].lr
-        lines.append(f"| {name} | {'-' if lr is None else f'{lr:.3g}'} | {accuracy[name]} | {len(runs)} | "
+        lines.append(f"| {name} | {by_lambda[name].pick_text} | {accuracy[name]} | {len(runs)} | "
                      + " | ".join(mean_by_level) + " |")
     return "\n".join(lines) + "\n"
 

@@ -34,13 +34,23 @@ NOTE = ("Per task: the accuracy is the mean test accuracy over the task's settin
         "as the protocol above says. A seed counts only where every setting averaged has its test accuracy.")
 
 
+MAD_TASKS = ("in_context_recall", "fuzzy_in_context_recall", "noisy_in_context_recall", "selective_copying",
+             "compression", "memorization")
+"""MAD's six tasks (synthetics/): the score averages a model's accuracy over their settings."""
+
+
 def is_arm_key(key: str) -> bool:
     """Whether a row key belongs to the model (the arm); the other row keys make the setting."""
     return key == "model" or key.startswith("model.")
 
 
 def mad_sections(sweep: Sweep, cells: dict[Hashable, Cell]) -> list[str]:
-    """The report's parts: the per-task table, the MAD score table and their note."""
+    """The report's parts: the per-task table, the MAD score table and their note; a line saying why there is no
+    score when some run trains on a task that is not MAD's."""
+    others = sorted({r.task for r in sweep.records} - set(MAD_TASKS))
+    if others:
+        return ["## MAD score\n", f"Not computed (`report.mad_score`): the score averages MAD's tasks "
+                                  f"({', '.join(MAD_TASKS)}), and runs of this sweep train on {', '.join(others)}."]
     threshold = sweep.report.threshold
     setting_at = [i for i, key in enumerate(sweep.row_keys) if not is_arm_key(key)]
     arms: dict[tuple[str, ...], list[Cell]] = {}

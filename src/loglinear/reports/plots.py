@@ -35,7 +35,7 @@ from loglinear.reports.figures import (
     spread_for,
 )
 from loglinear.reports.frontier import frontier_series
-from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
+from loglinear.reports.results import LAMBDA_KEY, LR_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.reports.state_tracking import (
     SEQ_LEN_PREFIX,
     num_classes,
@@ -161,7 +161,9 @@ def _shade_end(tested: list[float], high: float) -> float:
 def acc_vs_lr(sweep: Sweep, palette: Palette | None = None) -> Drawing:
     """Per cell (row keys but the architecture and λ, at one d_model), two rows kept apart. Top: every selection
     run's validation accuracy at every learning rate (what chose the rate; a narrow window shows), each arm's pick
-    marked. Bottom: the runs the table reports, at the picked rate, by test accuracy, with the table's counts."""
+    marked. Bottom: the runs the table reports, at the picked rate, by test accuracy, with the table's counts.
+    With several selected keys (`report.select`), a cell has a panel per value of the others (weight decay 0.1),
+    and an arm's pick and its reported runs are in the panel of the values it picked."""
     palette = palette or Palette.of(sweep)
     report = sweep.report
     selection: dict[str, dict[str, dict[float, list[float]]]] = {}
@@ -169,14 +171,14 @@ def acc_vs_lr(sweep: Sweep, palette: Palette | None = None) -> Drawing:
         score = record.val_score
         if score is None or record.stage == CONFIRMATION:
             continue
-        arm = selection.setdefault(_panel_name(sweep, record), {}).setdefault(_arm_name(sweep, record), {})
+        arm = selection.setdefault(_selection_panel(sweep, record), {}).setdefault(_arm_name(sweep, record), {})
         arm.setdefault(record.lr, []).append(100 * score)
     if not selection:
         return "no run finished"
     picked: dict[str, dict[str, Cell]] = {}
     for cell in sweep.cells().values():
         if cell.lr is not None and cell.runs:
-            picked.setdefault(_panel_name(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
+            picked.setdefault(_selection_panel(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
     fig = Figure(figsize=(6 * len(selection), 8))
     axes = fig.subplots(2, len(selection), squeeze=False)
     for column, (title, arms) in enumerate(sorted(selection.items())):
@@ -276,6 +278,13 @@ def _panel_name(sweep: Sweep, record: Record) -> str:
         else:
             lines.append("\n".join(textwrap.wrap(part, TITLE_WIDTH)))  # a part too long for a line (task_args) wraps
     return ",\n".join(lines)
+
+
+def _selection_panel(sweep: Sweep, record: Record) -> str:
+    """`_panel_name`, and the record's values of the selected keys other than the learning rate."""
+    others = [f"{key_name(k)}={v}" for k, v in zip(sweep.selected_keys, record.candidate(sweep.selected_keys),
+                                                     strict=True) if k != LR_KEY]
+    return "\n".join([_panel_name(sweep, record), *others])
 
 
 def _arm_name(sweep: Sweep, record: Record) -> str:

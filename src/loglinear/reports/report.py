@@ -26,6 +26,7 @@ from loglinear.reports.recall_levels import write_recall_report
 from loglinear.reports.results import Sweep, load_sweep
 from loglinear.reports.stability import format_stability, selection_stability, stability_summary
 from loglinear.reports.tables import (
+    MISSING_HEADING,
     accuracy_note,
     format_cell,
     format_config,
@@ -197,7 +198,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
                   LENGTH_PAIRED_NOTE.format(pct=pct)]
     parts += ["## Operator implementations\n", implementations_section(sweep)]
     parts += ["## Machines\n", machines_section(sweep)]
-    parts += ["## Missing or failed runs\n", missing_runs(sweep)]
+    parts += [f"{MISSING_HEADING}\n", missing_runs(sweep)]
     parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
     if equal_state:
         parts += ["## Equal-state comparison\n", EQUAL_STATE_NOTE,

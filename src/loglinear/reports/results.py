@@ -1,9 +1,11 @@
 """A sweep's results as records, and the selection protocol: per cell, the learning rate with the best
-mean *validation* accuracy, reported by the *test* accuracy of its runs.
+mean *validation* accuracy, reported by the *test* accuracy of its runs. With `report.select` naming more
+training keys (MAD's learning rate and weight decay), a cell selects over their combinations instead: a
+candidate is a tuple of their values, and wherever the report says learning rate, it means that tuple.
 
 A cell (an arm of the comparisons) is one table row (architecture, λ parameterisation when it varies, and
-every other varied key that is not d_model, the learning rate or a seed) at one d_model, so every arm
-chooses among the same learning rates: λ is never selected together with the lr (each λ is its own row,
+every other varied key that is not d_model, a selected key or a seed) at one d_model, so every arm
+chooses among the same candidates: λ is never selected together with the lr (each λ is its own row,
 compared with the default λ). Single-stage protocol: the selection and the report use the same runs.
 Two-stage protocol (`sweeps.protocol.TwoStage`): the lr is chosen on the selection seeds' runs only and
 the cell reports the confirmation seeds' runs at that lr.
@@ -21,7 +23,7 @@ never used to decide them.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,20 +32,25 @@ from typing import Any
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.models.config import INIT_OPTIONS
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS, SOLVED, ConfigError
-from loglinear.runs.folder import FINISHED, read_result
+from loglinear.runs.config import GROUPS, ID_LABELS, SOLVED, ConfigError, identity, identity_difference
+from loglinear.runs.folder import FINISHED, RESULT, read_result
 from loglinear.runs.machine import machine_label
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
-from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig, TwoStage, report_config, two_stage
+from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
+from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand
 
-MIXER_KEY, LAMBDA_KEY, COLUMN_KEY, LR_KEY = "model.mixer", "model.lambda_param", "model.d_model", "train.lr"
+MIXER_KEY, LAMBDA_KEY, COLUMN_KEY = "model.mixer", "model.lambda_param", "model.d_model"
 SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.items()))
 """Model fields that size some mixers only: `-` in the row of a mixer that does not read them."""
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
+BUDGET_ENDS = ("plateau", "improving")
+"""How a run that neither reached the threshold nor diverged or failed ended (runs/stopping.py)."""
+Candidate = tuple[Any, ...]
+"""What a cell selects among: the values of the selected keys (`report.select`), `(lr,)` by default."""
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
 
 
@@ -162,17 +169,24 @@ class Record:
 
     def convergence(self, threshold: float) -> str | None:
         """How the run ended (runs/stopping.py): `threshold` when solved at `threshold`, `diverged`, `failed`, else
-        `plateau` or `improving` as result.json records it or as its metrics.csv shows, `unknown` without either;
-        None for a run without a result."""
+        `plateau` or `improving` under the record's `labels`: as result.json records it when the run was labelled
+        with those, else as its metrics.csv shows, `unknown` without either; None for a run without a result."""
         if self.status not in (*FINISHED, "failed"):
             return None
         solved = bool(self.solved(threshold))
         recorded = self.result.get("convergence")
-        if not solved and recorded in ("plateau", "improving"):
+        ran = self.result.get("config")
+        if not solved and recorded in BUDGET_ENDS and (not isinstance(ran, dict) or labels(ran) == self.labels):
             return recorded
-        train = self.config.get("train") or {}
-        return convergence(self.status, solved, self.validation_curve, train.get("plateau_window", 10),
-                           train.get("plateau_min_delta", 0.01))
+        if solved or self.status in ("diverged", "failed"):
+            return convergence(self.status, solved, None, *self.labels)
+        return convergence(self.status, solved, self.validation_curve, *self.labels)
+
+    @property
+    def labels(self) -> tuple[int, float]:
+        """(plateau_window, plateau_min_delta): what tells a plateau from a run still improving (runs/stopping.py),
+        the study's (the manifest's config; no part of the run's id)."""
+        return labels(self.config)
 
     @property
     def stop_threshold(self) -> float:
@@ -186,10 +200,16 @@ class Record:
 
     @cached_property
     def validation_curve(self) -> list[tuple[int, float]] | None:
-        """[(steps trained, val/acc)] from metrics.csv (read once), None without one."""
-        if self.directory is None or not (self.directory / METRICS).is_file():
+        """[(steps trained, val/acc)] from metrics.csv (read once), None without one; one that does not read is a
+        ConfigError naming it."""
+        path = None if self.directory is None else self.directory / METRICS
+        if path is None or not path.is_file():
             return None
-        return validation_history(read_rows(self.directory / METRICS))
+        try:
+            return validation_history(read_rows(path))
+        except ValueError as e:  # a cell that is not a number too
+            raise ConfigError(f"{path} does not read ({e}); the report needs run {self.run_id}'s validations: "
+                              f"restore the file, or move the run's folder aside to report it as missing") from None
 
     @property
     def seed(self) -> tuple[Any, ...]:
@@ -252,6 +272,10 @@ class Record:
     def lr(self) -> float:
         return float(self.get(LR_KEY))
 
+    def candidate(self, keys: Sequence[str]) -> Candidate:
+        """The values of the selected keys `keys` (`report.select`): what the run is a candidate of."""
+        return tuple(self.get(key) for key in keys)
+
     @property
     def task(self) -> str:
         return str(lookup(self.config, "data.task"))
@@ -275,27 +299,40 @@ class Sweep:
     them out rather than write them empty, so that a re-report of the re-report still knows they are unknown."""
 
     @property
+    def selected_keys(self) -> tuple[str, ...]:
+        """The keys each cell selects over (`report.select`): the learning rate unless the spec names more."""
+        return tuple(self.report.select)
+
+    @property
     def protocol_text(self) -> str:
-        """Which protocol produced the tables, in one sentence."""
+        """Which protocol produced the tables, in one sentence (two with several selected keys)."""
         if self.protocol is None:
-            return ("Single-stage protocol: each cell's learning rate is selected on its runs' validation accuracy "
+            text = ("Single-stage protocol: each cell's learning rate is selected on its runs' validation accuracy "
                     "and reported by the same runs' test accuracy.")
-        seeds = ", ".join(map(str, self.protocol.selection_seeds))
-        fresh = ", ".join(map(str, self.protocol.confirmation_seeds))
-        return (f"Two-stage protocol: each cell's learning rate is selected on the validation accuracy of the "
-                f"selection seeds ({seeds}); every table and comparison reports the test accuracy of the "
-                f"confirmation seeds ({fresh}) at that learning rate, which never took part in the selection.")
+        else:
+            seeds = ", ".join(map(str, self.protocol.selection_seeds))
+            fresh = ", ".join(map(str, self.protocol.confirmation_seeds))
+            text = (f"Two-stage protocol: each cell's learning rate is selected on the validation accuracy of the "
+                    f"selection seeds ({seeds}); every table and comparison reports the test accuracy of the "
+                    f"confirmation seeds ({fresh}) at that learning rate, which never took part in the selection.")
+        if self.selected_keys == (LR_KEY,):
+            return text
+        names = ", ".join(self.selected_keys)
+        return (f"{text} The selection is over every combination of ({names}) in the grid, the same for every cell: "
+                f"wherever this report says learning rate, it means that combination.")
 
     def cells(self) -> dict[Hashable, Cell]:
         """The main table's cells: {(row, d_model): Cell} under the sweep's protocol."""
         return self.select(self.records, lambda r: (r.row, r.d_model))
 
     def select(self, records: Iterable[Record], key: Callable[[Record], Hashable]) -> dict[Hashable, Cell]:
-        return selected_cells(records, key, two_stage=self.protocol is not None)
+        return selected_cells(records, key, two_stage=self.protocol is not None, keys=self.selected_keys)
 
 
 def load_sweep(out: str | Path) -> Sweep:
-    """Read `out/manifest.json` and every expected run's result.json (missing ones included)."""
+    """Read `out/manifest.json` and every expected run's result.json (missing ones included). A result.json whose
+    configuration is not its run's (a folder holding another run's files) is `unreadable`, never reported under
+    the manifest's run."""
     out = Path(out)
     manifest = read_manifest(out)
     records = []
@@ -304,10 +341,28 @@ def load_sweep(out: str | Path) -> Sweep:
             result = read_result(out / entry["dir"]) or {}
         except (OSError, ValueError) as e:  # named in the report's missing runs, never taken for a result
             result = {"status": "unreadable", "error": str(e)}
-        config = result.get("config") or entry["config"]
+        config = entry.get("config") or result.get("config") or {}
+        other = _another_run(result.get("config"), entry.get("config"))
+        if other:
+            result = {"status": "unreadable", "error": f"{out / entry['dir'] / RESULT} is the result of another "
+                                                      f"run ({other}; its manifest entry's config)"}
         records.append(Record(entry["id"], config, entry.get("point", {}), result, stage=entry.get("stage"),
                               directory=out / entry["dir"]))
     return sweep_of(manifest, records, out)
+
+
+def _another_run(ran: Any, planned: Any) -> str | None:
+    """Where the configuration a result records differs from its run's, in what makes a run (`identity`)."""
+    if not isinstance(ran, dict) or not isinstance(planned, dict):
+        return None
+    return identity_difference(identity(planned), identity(ran))
+
+
+def labels(config: dict[str, Any]) -> tuple[int, float]:
+    """A configuration's (train.plateau_window, train.plateau_min_delta), their defaults where it has none."""
+    train = config.get("train") or {}
+    return tuple(train.get(key.partition(".")[2], default)  # type: ignore[return-value]
+                 for key, default in ID_LABELS.items())
 
 
 def sweep_of(manifest: dict[str, Any], records: list[Record], out: Path) -> Sweep:
@@ -321,11 +376,13 @@ def arrange(name: str, out: Path, records: list[Record], manifest: dict[str, Any
     """The sweep of `records`, each labelled with its table row (from the manifest's `varied_keys` and `zip`), in
     table order."""
     _check_importable(out, records)
-    keys = _row_keys(manifest, records)
+    selected = tuple(report.select)
+    keys = _row_keys(manifest, records, selected)
     for record in records:
         record.row = tuple(_label(key, record) for key in keys)
     orders = _label_orders(keys, records)
-    records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model, r.lr))
+    records.sort(key=lambda r: (tuple(orders[k].index(v) for k, v in zip(keys, r.row, strict=True)), r.d_model,
+                                r.candidate(selected)))
     return Sweep(name, out, records, keys, report, protocol, list(unavailable), list(absent_columns))
 
 
@@ -341,17 +398,18 @@ def _check_importable(out: Path, records: list[Record]) -> None:
                                   f"ran") from None
 
 
-def _row_keys(manifest: dict[str, Any], records: list[Record]) -> list[str]:
+def _row_keys(manifest: dict[str, Any], records: list[Record], selected: Sequence[str]) -> list[str]:
     """Architecture, λ when it varies among log-linear runs, then the other varied keys, except d_model,
-    the learning rate, seeds and keys zipped with them (those follow the column, lr or seed). Of the keys
-    zipped with the learning rate only the training ones follow it: a model key zipped with it (`state_dim`
-    with a rate per size) makes rows of its own, so different models never share a cell."""
+    the selected keys (the learning rate), seeds and keys zipped with them (those follow the column, the
+    selection or the seed). Of the keys zipped with a selected key only the training ones follow it: a model
+    key zipped with the learning rate (`state_dim` with a rate per size) makes rows of its own, so different
+    models never share a cell."""
     follows = {COLUMN_KEY, *SEED_KEYS}
-    tied = {*follows, LR_KEY}
+    tied = {*follows, *selected}
     for group in manifest.get("zip", []):
         if follows & set(group):
             tied |= set(group)
-        elif LR_KEY in group:
+        elif set(selected) & set(group):
             tied |= {k for k in group if k.startswith("train.")}
     keys = [MIXER_KEY]
     lambdas = {r.get(LAMBDA_KEY) for r in records if is_log_linear(r.mixer)}
@@ -397,21 +455,48 @@ def _label_orders(keys: list[str], records: list[Record]) -> dict[str, list[str]
 
 @dataclass
 class Cell:
-    """The runs a table cell reports, at its selected learning rate (None: no selection run finished).
+    """The runs a table cell reports, at its selected candidate `pick` (the values of the selected `keys`; None:
+    no selection run finished).
 
-    `candidates` is how many learning rates the selection compared, `rates` which ones (ascending)."""
+    `candidates` is how many candidates the selection compared, `options` which ones (ascending)."""
 
-    lr: float | None
+    pick: Candidate | None
     runs: list[Record]
     candidates: int = 1
-    rates: tuple[float, ...] = ()
+    options: tuple[Candidate, ...] = ()
+    keys: tuple[str, ...] = (LR_KEY,)
+
+    @property
+    def lr(self) -> float | None:
+        """The learning rate of the pick (None without one)."""
+        return None if self.pick is None else float(self.pick[self.keys.index(LR_KEY)])
+
+    @property
+    def rates(self) -> tuple[float, ...]:
+        """The learning rates compared at the pick's other selected values (all of them with the lr alone)."""
+        if self.pick is None:
+            return ()
+        at = self.keys.index(LR_KEY)
+        return tuple(sorted({float(c[at]) for c in self.options if _others(c, at) == _others(self.pick, at)}))
+
+    def with_lr(self, lr: float) -> Candidate:
+        """The pick with its learning rate replaced by `lr`."""
+        assert self.pick is not None
+        return tuple(lr if key == LR_KEY else value for key, value in zip(self.keys, self.pick, strict=True))
+
+    @property
+    def pick_text(self) -> str:
+        """The pick as the tables write it (`candidate_text`)."""
+        return "-" if self.pick is None else candidate_text(self.keys, self.pick)
 
     @property
     def edge(self) -> str | None:
-        """`lowest` or `highest` when the selected learning rate is at that edge of several compared, else None."""
-        if self.lr is None or len(self.rates) < 2:
+        """`lowest` or `highest` when the selected learning rate is at that edge of several compared at the pick's
+        other selected values, else None."""
+        rates = self.rates
+        if self.lr is None or len(rates) < 2:
             return None
-        return "lowest" if self.lr == self.rates[0] else "highest" if self.lr == self.rates[-1] else None
+        return "lowest" if self.lr == rates[0] else "highest" if self.lr == rates[-1] else None
 
     @property
     def lambda_param(self) -> str | None:
@@ -463,41 +548,61 @@ def mean_std_text(values: list[float], scale: float = 100.0, digits: int = 1) ->
     return f"{scale * mean:.{digits}f}" + ("" if std is None else f" ({scale * std:.{digits}f})")
 
 
-def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable],
-                   two_stage: bool = False) -> dict[Hashable, Cell]:
-    """Group records by `key`, then keep each group's runs at the learning rate with the best mean validation
-    score over its selection runs that finished (ties go to the smaller lr). With `two_stage`, only the
-    selection-stage runs choose and the cell holds the confirmation-stage runs at the chosen lr."""
-    groups: dict[Hashable, dict[float, list[Record]]] = {}
+def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable], two_stage: bool = False,
+                   keys: Sequence[str] = (LR_KEY,)) -> dict[Hashable, Cell]:
+    """Group records by `key`, then keep each group's runs at the candidate (values of the selected `keys`) with
+    the best mean validation score over its selection runs that finished (ties go to the smaller candidate). With
+    `two_stage`, only the selection-stage runs choose and the cell holds the confirmation-stage runs at the
+    chosen candidate."""
+    keys = tuple(keys)
+    groups: dict[Hashable, dict[Candidate, list[Record]]] = {}
     for record in records:
-        groups.setdefault(key(record), {}).setdefault(record.lr, []).append(record)
+        groups.setdefault(key(record), {}).setdefault(record.candidate(keys), []).append(record)
     cells = {}
-    for cell_key, by_lr in groups.items():
-        choosing = {lr: [r for r in runs if r.stage != CONFIRMATION] for lr, runs in by_lr.items()}
+    for cell_key, by_candidate in groups.items():
+        choosing = {c: [r for r in runs if r.stage != CONFIRMATION] for c, runs in by_candidate.items()}
         scored = mean_val_scores(choosing)
-        rates = tuple(sorted(lr for lr, runs in choosing.items() if runs))
-        reported = {lr: [r for r in runs if (r.stage == CONFIRMATION) == two_stage] for lr, runs in by_lr.items()}
+        options = tuple(sorted(c for c, runs in choosing.items() if runs))
+        reported = {c: [r for r in runs if (r.stage == CONFIRMATION) == two_stage] for c, runs in by_candidate.items()}
         if scored:
-            best = best_rate(scored)
-            cells[cell_key] = Cell(best, reported[best], len(rates), rates)
+            best = best_candidate(scored)
+            cells[cell_key] = Cell(best, reported[best], len(options), options, keys)
         else:
-            cells[cell_key] = Cell(None, [r for runs in reported.values() for r in runs], len(rates), rates)
+            cells[cell_key] = Cell(None, [r for runs in reported.values() for r in runs], len(options), options, keys)
     return cells
 
 
-def mean_val_scores(by_lr: dict[float, list[Record]]) -> dict[float, float]:
-    """{lr: mean validation score of its finished runs}, for the rates that have one."""
+def mean_val_scores(by_candidate: dict[Candidate, list[Record]]) -> dict[Candidate, float]:
+    """{candidate: mean validation score of its finished runs}, for the candidates that have one."""
     scored = {}
-    for lr, runs in by_lr.items():
+    for candidate, runs in by_candidate.items():
         values = [v for v in (r.val_score for r in runs) if v is not None]
         if values:
-            scored[lr] = mean_std(values)[0]
+            scored[candidate] = mean_std(values)[0]
     return scored
 
 
-def best_rate(scored: dict[float, float]) -> float:
-    """The selection rule: the rate with the best mean validation score, ties to the smaller rate."""
-    return max(sorted(scored), key=lambda lr: scored[lr])
+def best_candidate(scored: dict[Candidate, float]) -> Candidate:
+    """The selection rule: the candidate with the best mean validation score, ties to the smaller candidate (the
+    smaller learning rate when it is the only selected key)."""
+    return max(sorted(scored), key=lambda c: scored[c])
+
+
+def candidate_text(keys: Sequence[str], candidate: Candidate) -> str:
+    """A candidate as the tables write it: the learning rate alone (`0.003`), or each selected key's last part
+    and value (`lr 0.003, weight_decay 0.1`)."""
+    if tuple(keys) == (LR_KEY,):
+        return f"{candidate[0]:.3g}"
+    return ", ".join(f"{key.rsplit('.', 1)[-1]} {_value_text(value)}" for key, value in zip(keys, candidate,
+                                                                                               strict=True))
+
+
+def _value_text(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+def _others(candidate: Candidate, at: int) -> Candidate:
+    return candidate[:at] + candidate[at + 1:]
 
 
 def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
@@ -506,11 +611,17 @@ def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
     return [cell.runs[0].point for cell in selection_cells(sweep).values() if cell.lr is not None and cell.runs]
 
 
+def confirmation_runs(spec: SweepSpec, sweep: Sweep) -> list[Run]:
+    """The second stage of a two-stage sweep: each cell's configuration at the rate its selection runs in `sweep`
+    pick (`selected_points`), on every confirmation seed."""
+    return expand(spec, confirmation_points(spec, selected_points(sweep)))
+
+
 def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:
     """Each table cell's selection, from the selection runs alone (confirmation runs, whatever their results, take
-    no part), holding its selection runs at the chosen rate."""
+    no part), holding its selection runs at the chosen candidate."""
     choosing = [r for r in sweep.records if r.stage != CONFIRMATION]
-    return selected_cells(choosing, lambda r: (r.row, r.d_model))
+    return selected_cells(choosing, lambda r: (r.row, r.d_model), keys=sweep.selected_keys)
 
 
 def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:

@@ -10,20 +10,21 @@ from pathlib import Path
 
 from loglinear.reports.candidates import extension_targets
 from loglinear.reports.files import CSV
+from loglinear.reports.guard import protect_before_run
 from loglinear.reports.lambda_plots import write_lambda_report
 from loglinear.reports.primary_check import check_primary
 from loglinear.reports.report import write_report
-from loglinear.reports.results import Sweep, load_sweep, selected_points
+from loglinear.reports.results import Sweep, confirmation_runs, load_sweep
 from loglinear.reports.results_csv import load_sweep_from_csv
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
 from loglinear.sweeps.extension import extension_points, grid_step
-from loglinear.sweeps.manifest import MANIFEST, check_owner, write_manifest
+from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, check_owner, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import ELSEWHERE
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
-from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand, load_spec
+from loglinear.sweeps.spec import Run, SweepSpec, expand, load_spec
 
 
 def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False) -> int:
@@ -37,10 +38,12 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     check_primary(spec, runs)  # the comparison the report will test is one of the sweep's, before any compute
     out = sweep_out(spec, out_arg)
     check_owner(out, spec)
+    runs = adopt_legacy(out, runs)
     if dry_run:
         print_plan(spec, runs, out, launch.pack)
         return 0
     with exclusive_sweep(out):
+        protect_before_run(out, spec, runs)  # a spec that drops reported runs is refused before the manifest changes
         write_manifest(out, spec, runs)
         outcome = launch(spec.name, runs, out)
         if spec.protocol is not None and not outcome.interrupted:
@@ -69,7 +72,7 @@ def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
     runs, first = _extend(launch, spec, runs, out, first)
     if first.interrupted:
         return runs, first
-    confirmation = expand(spec, confirmation_points(spec, selected_points(load_sweep(out))))
+    confirmation = adopt_legacy(out, confirmation_runs(spec, load_sweep(out)))
     write_manifest(out, spec, [*runs, *confirmation])
     second = launch(f"{spec.name} confirmation", confirmation, out)
     return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted)
@@ -83,9 +86,9 @@ def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
     assert spec.protocol is not None
     step = grid_step(spec)
     for round_ in range(1, spec.protocol.extensions + 1):
-        known = {r.run_id for r in runs}
+        known = {i for r in runs for i in r.ids}
         targets = extension_targets(load_sweep(out), step)
-        extra = [r for r in expand(spec, extension_points(spec, targets)) if r.run_id not in known]
+        extra = adopt_legacy(out, [r for r in expand(spec, extension_points(spec, targets)) if r.run_id not in known])
         if not extra:
             break
         runs = [*runs, *extra]

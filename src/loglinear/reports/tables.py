@@ -6,6 +6,7 @@ and the missing runs; with the notes that say how to read them."""
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from typing import Any
 
@@ -24,6 +25,7 @@ from loglinear.runs.folder import FINISHED
 from loglinear.runs.stopping import CONVERGENCE
 from loglinear.sweeps.spec import describe
 
+MISSING_HEADING = "## Missing or failed runs"
 NOTE = (
     "Test accuracy (%): mean (sample standard deviation) over seeds, at the learning rate with the best mean "
     "validation accuracy in each cell (listed below with the number of learning rates it was chosen from; every "
@@ -117,10 +119,10 @@ def format_given_solved(cell: Cell, threshold: float) -> str:
 
 
 def format_config(cell: Cell) -> str:
-    if cell.lr is None:
+    if cell.pick is None:
         return "-"
     edge = "" if cell.edge is None else f", at the {cell.edge} edge"
-    return f"{cell.lr:.3g} (of {cell.candidates}{edge})"
+    return f"{cell.pick_text} (of {cell.candidates}{edge})"
 
 
 def pivot(sweep: Sweep, cells: dict, fmt) -> str:
@@ -262,6 +264,7 @@ def pairs_table(sweep: Sweep, cells: dict) -> str | None:
 
 
 def missing_runs(sweep: Sweep) -> str:
+    """The section under MISSING_HEADING: `None: all N runs finished.`, else `k of N runs:` and a line for each."""
     missing = [r for r in sweep.records if r.status not in FINISHED]
     if not missing:
         return f"None: all {len(sweep.records)} runs finished."
@@ -271,6 +274,16 @@ def missing_runs(sweep: Sweep) -> str:
         reason = "no result yet (not run, running or interrupted)" if r.status == "missing" else r.status
         lines.append(f"- `runs/{r.run_id}` ({describe(r.point)}): {reason}" + (f": {error}" if error else ""))
     return f"{len(missing)} of {len(sweep.records)} runs:\n\n" + "\n".join(lines)
+
+
+def finished_count(table: str) -> int | None:
+    """How many finished runs a table.md reports, read from its MISSING_HEADING section (`missing_runs`); None
+    when it has no such section."""
+    found = re.match(r"\s*(?:None: all (\d+) runs finished\.|(\d+) of (\d+) runs:)",
+                     table.partition(f"\n{MISSING_HEADING}\n")[2])
+    if found is None:
+        return None
+    return int(found[1]) if found[1] else int(found[3]) - int(found[2])
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

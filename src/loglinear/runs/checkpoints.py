@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -22,7 +22,37 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's torch checkpoint IO, writing through a temporary file and a rename."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None) -> None:
-        write_atomic(path, lambda f: torch.save(checkpoint, f))
+        write_atomic(path, lambda f: save(checkpoint, f))
+
+
+def save(checkpoint: dict[str, Any], f: IO[bytes]) -> None:
+    """`torch.save(checkpoint, f)`, a write that fails (a full disk) raised as its own OSError: torch's zip writer
+    turns it into a RuntimeError (`unexpected pos`) that `write_atomic` would not know for a fault of the disk."""
+    writes = _Writes(f)
+    try:
+        torch.save(checkpoint, writes)
+    except RuntimeError:
+        if writes.error is None:
+            raise
+        raise writes.error from None
+
+
+class _Writes:
+    """A file that keeps the OSError its last failed write raised."""
+
+    def __init__(self, f: IO[bytes]) -> None:
+        self.f = f
+        self.error: OSError | None = None
+
+    def write(self, data: bytes) -> int:
+        try:
+            return self.f.write(data)
+        except OSError as e:
+            self.error = e
+            raise
+
+    def flush(self) -> None:
+        self.f.flush()
 
 
 class Resume(NamedTuple):

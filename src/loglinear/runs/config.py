@@ -41,11 +41,15 @@ from loglinear.synthetics.config import (
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("data", "model", "train", "logger")
-ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck", "model.output_head")
+ID_LABELS: dict[str, Any] = {"train.plateau_window": 10, "train.plateau_min_delta": 0.01}
+"""Keys that only label how a run ended (plateau or improving, runs/stopping.py), with their defaults: no part of
+its identity, so a study that labels its runs otherwise reuses them (the report labels each run with the study's
+values). Runs made while they were part of it, away from their defaults, keep that id: `legacy_run_id`."""
+ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck", "model.output_head", *ID_LABELS)
 """Config keys that do not change what a run computes, so they are not part of its identity (its id, and what a
 rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
-agent), whether the fused kernels check themselves first (result.json records what ran); and the output head,
-which the task fixes (`data.task` is in the identity)."""
+agent), whether the fused kernels check themselves first (result.json records what ran); the output head,
+which the task fixes (`data.task` is in the identity); and the labels of its end (ID_LABELS)."""
 ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
     **{f"model.{f.name}": f.default
        for f in dataclasses.fields(ModelConfig)
@@ -56,8 +60,6 @@ ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
     "train.compile": False,
     "train.cuda_graphs": False,
     "train.threshold_evals": 1,
-    "train.plateau_window": 10,
-    "train.plateau_min_delta": 0.01,
 }
 """Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
 their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
@@ -151,6 +153,11 @@ class TrainConfig:
         for name in ("threshold_evals", "plateau_window"):
             check_int(f"train.{name}", getattr(self, name), minimum=1)
         check_float("train.plateau_min_delta", self.plateau_min_delta, minimum=0, maximum=1)
+        validations = -(-self.max_steps // self.val_every)  # every val_every steps, and once at the end off that grid
+        if self.threshold_evals > validations:
+            raise ValueError(f"train.threshold_evals={self.threshold_evals} is more than the {validations} "
+                             f"validation(s) of the budget (train.max_steps={self.max_steps}, train.val_every="
+                             f"{self.val_every}): no run could ever be solved")
         if self.patience is not None:
             check_int("train.patience", self.patience, minimum=1)
         check_float("train.lr", self.lr, above=0)
@@ -419,12 +426,15 @@ def _one_line(e: OmegaConfBaseException) -> str:
     key = getattr(e, "full_key", None)
     return f"{key}: {message}" if key else message
 
-def identity(config: dict[str, Any]) -> dict[str, Any]:
+def identity(config: dict[str, Any], legacy: bool = False) -> dict[str, Any]:
     """What a run computes: its configuration (a plain dict) without the ID_EXCLUDED keys, and without the
-    ID_OMITTED_AT_DEFAULT keys where they hold their default."""
-    kept = {k: v for k, v in config.items() if k not in ID_EXCLUDED}
-    dropped = [key for key in ID_EXCLUDED if "." in key]
-    dropped += [key for key, default in ID_OMITTED_AT_DEFAULT.items() if _value_at(config, key) == (default,)]
+    ID_OMITTED_AT_DEFAULT keys where they hold their default; `legacy`: as before ID_LABELS left it (kept where not
+    at their defaults)."""
+    excluded = [key for key in ID_EXCLUDED if not (legacy and key in ID_LABELS)]
+    omitted = {**ID_OMITTED_AT_DEFAULT, **(ID_LABELS if legacy else {})}
+    kept = {k: v for k, v in config.items() if k not in excluded}
+    dropped = [key for key in excluded if "." in key]
+    dropped += [key for key, default in omitted.items() if _value_at(config, key) == (default,)]
     for group, _, name in (key.partition(".") for key in dropped):
         if isinstance(kept.get(group), dict):
             kept[group] = {k: v for k, v in kept[group].items() if k != name}
@@ -438,24 +448,35 @@ def _value_at(config: dict[str, Any], dotted: str) -> tuple[Any, ...]:
     return (values[name],) if isinstance(values, dict) and name in values else ()
 
 
-def difference(before: Any, now: Any, key: str = "") -> str | None:
-    """The first key whose value differs between two configurations (plain dicts), as `key: before -> now`;
-    None when none does."""
+def run_id(cfg: RunConfig, legacy: bool = False) -> str:
+    """The stable id of a run: a hash of its resolved configuration's `identity` (`legacy`: the earlier one)."""
+    config = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
+    return config_id({k: _fields(v) if dataclasses.is_dataclass(v) else v for k, v in config.items()}, legacy)
+
+
+def config_id(config: dict[str, Any], legacy: bool = False) -> str:
+    """`run_id` of a configuration as a plain dict (a manifest's, a result's)."""
+    canonical = json.dumps(identity(config, legacy), sort_keys=True, separators=(",", ":"), allow_nan=True,
+                           default=_fields)
+    return hashlib.sha1(canonical.encode()).hexdigest()[:ID_LENGTH]
+
+
+def legacy_run_id(cfg: RunConfig) -> str | None:
+    """The id the run had while ID_LABELS were part of its identity, where that differs from its id (labels away
+    from their defaults), else None: the folder of such a run made then is still its folder."""
+    earlier = run_id(cfg, legacy=True)
+    return None if earlier == run_id(cfg) else earlier
+
+
+def identity_difference(before: Any, now: Any, key: str = "") -> str | None:
+    """The first key whose value differs between two identities, as `key: before -> now` (None when none does)."""
     if isinstance(before, dict) and isinstance(now, dict):
         for name in sorted(set(before) | set(now)):
-            found = difference(before.get(name), now.get(name), f"{key}.{name}" if key else name)
+            found = identity_difference(before.get(name), now.get(name), f"{key}.{name}" if key else name)
             if found:
                 return found
         return None
     return None if before == now else f"{key}: {before!r} -> {now!r}"
-
-
-def run_id(cfg: RunConfig) -> str:
-    """The stable id of a run: a hash of its resolved configuration's `identity`."""
-    config = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)}
-    config = identity({k: _fields(v) if dataclasses.is_dataclass(v) else v for k, v in config.items()})
-    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), allow_nan=True, default=_fields)
-    return hashlib.sha1(canonical.encode()).hexdigest()[:ID_LENGTH]
 
 
 def _fields(group: Any) -> dict[str, Any]:

@@ -30,12 +30,13 @@ def logged(value: Any) -> float:
 
 
 def score(model: LanguageModel, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
-    """The loss over a batch's scored positions and per-example (correct, scored) counts (none without `counts`)."""
+    """The loss over a batch's scored positions (0, with a zero gradient, for a batch without one: the mean over no
+    position is not a number) and per-example (correct, scored) counts (none without `counts`)."""
     inputs, targets = batch["inputs"], batch["targets"]
     mask = targets != IGNORE_INDEX  # (B, T)
     logits = model(inputs, mask)  # (n_scored, vocab)
     scored = targets[mask]  # (n_scored,)
-    loss = F.cross_entropy(logits.float(), scored)
+    loss = F.cross_entropy(logits.float(), scored) if len(scored) else logits.float().sum()
     if not counts:
         return loss, {}
     example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to

@@ -3,7 +3,7 @@
 One shared step serves training, validation and test: logits only at the scored positions, the
 cross-entropy there, and accuracies (runs/evaluation.py, which names the evaluation metrics).
 `train/loss`, `train/acc`, `train/lr` are logged every log_every_n_steps (the accuracy is computed on those steps
-only).
+only, over the examples with a scored position; not logged for a batch without one).
 """
 
 from __future__ import annotations
@@ -60,7 +60,9 @@ class LitLanguageModel(L.LightningModule):
             self.diverged = True
             self.trainer.should_stop = True
             return None  # no backward on a non-finite loss; the run ends as `diverged`
-        metrics = {"train/loss": loss} | ({"train/acc": example_accuracy(counts).mean()} if logged else {})
+        metrics = {"train/loss": loss}
+        if logged and (has_scores := counts["scored"] > 0).any():  # over the examples with a scored position
+            metrics["train/acc"] = example_accuracy(counts)[has_scores].mean()
         self.log_dict(metrics, prog_bar=True, batch_size=batch["inputs"].shape[0])
         self.log("train/lr", self.lr_schedulers().get_last_lr()[0], batch_size=1)
         return loss

@@ -49,9 +49,14 @@ def processor_name() -> str:
     return platform.processor() or platform.machine() or "unknown"
 
 
-def machine_label(record: dict[str, Any]) -> str:
-    """One line for a table: `AMD EPYC (AVX512), torch 2.13.0+cpu, 1 thread`, the GPU first when there is one."""
-    threads = record["threads"]
-    text = (f"{record['processor']} ({record['cpu_capability']}), torch {record['torch']}, "
-            f"{threads} thread{'s' if threads != 1 else ''}")
+def machine_label(record: Any) -> str:
+    """One line for a table: `AMD EPYC (AVX512), torch 2.13.0+cpu, 1 thread`, the GPU first when there is one.
+    A record of another version reads as far as it goes: a part it lacks is `not recorded`; one that is not a
+    mapping is `malformed machine record`."""
+    if not isinstance(record, dict):
+        return f"malformed machine record ({type(record).__name__})"
+    part = {key: record.get(key, "not recorded") for key in ("processor", "cpu_capability", "torch", "threads")}
+    threads = part["threads"]
+    counted = f"{threads} thread{'s' if threads != 1 else ''}" if isinstance(threads, int) else f"threads {threads}"
+    text = f"{part['processor']} ({part['cpu_capability']}), torch {part['torch']}, {counted}"
     return f"{record['gpu']}; {text}" if record.get("gpu") else text

@@ -15,10 +15,13 @@ METRICS = "metrics.csv"
 def read_rows(path: Path) -> list[dict[str, Any]]:
     """The whole rows of a metrics.csv (empty cells left out), or [] when there is none. A last row cut short
     (the file does not end where a row ends: a copy cut off, a disk that filled outside this code's writes) is
-    dropped with one line on stderr saying so."""
+    dropped with one line on stderr saying so. A file that is not UTF-8 text is a ValueError saying where."""
     if not path.is_file():
         return []
-    text = path.read_text()
+    try:
+        text = path.read_bytes().decode()
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 text (byte {e.start}: {e.object[e.start:e.start + 1]!r})") from None
     rows = list(csv.DictReader(io.StringIO(text, newline="")))
     if rows and (not text.endswith("\n") or None in rows[-1].values()):
         rows.pop()

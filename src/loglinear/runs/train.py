@@ -52,8 +52,8 @@ from loglinear.runs.checkpoints import Resume, resume_point
 from loglinear.runs.config import (
     ConfigError,
     RunConfig,
-    difference,
     identity,
+    identity_difference,
     solved_threshold,
     to_container,
     to_yaml,
@@ -165,7 +165,7 @@ def finished_result(cfg: RunConfig, out: Path) -> dict[str, Any] | None:
     if previous is not None and previous.get("status") in FINISHED:
         finished_with = previous.get("config")
         now = identity(to_container(cfg))
-        found = isinstance(finished_with, dict) and difference(identity(finished_with), now)
+        found = isinstance(finished_with, dict) and identity_difference(identity(finished_with), now)
         if found:
             raise ConfigError(f"{out} holds a run finished with another configuration ({found}; the "
                               f"config of its result.json): an edited config.yaml does not redo it; use a new out_dir")

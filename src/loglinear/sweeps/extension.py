@@ -15,10 +15,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from loglinear.sweeps.protocol import SEED_KEYS, SELECTION, seed_point
+from loglinear.sweeps.protocol import LR_KEY, SEED_KEYS, SELECTION, seed_point
 from loglinear.sweeps.spec import SweepSpec, points
 
-LR_KEY = "train.lr"
 HALF_DECADE = math.sqrt(10.0)
 RATIO_TOLERANCE = 0.01
 EDGES = ("lowest", "highest")
@@ -51,14 +50,12 @@ def beyond(lr: float, edge: str, step: float) -> float:
     return float(f"{(lr / step if edge == 'lowest' else lr * step):.3g}")
 
 
-def extension_points(spec: SweepSpec,
-                     targets: list[tuple[Mapping[str, Any], float]]) -> list[tuple[dict[str, Any], str]]:
-    """For each target (a selection run's varied values and a learning rate beyond its cell's grid), its
-    configuration at that rate on every selection seed, as stage-1 points."""
+def extension_points(spec: SweepSpec, targets: list[Mapping[str, Any]]) -> list[tuple[dict[str, Any], str]]:
+    """For each target (a selection run's varied values with a learning rate beyond its cell's grid), its
+    configuration on every selection seed, as stage-1 points."""
     assert spec.protocol is not None
     staged = []
-    for point, lr in targets:
-        configuration = {k: v for k, v in point.items() if k not in SEED_KEYS}
-        configuration[LR_KEY] = lr
+    for target in targets:
+        configuration = {k: v for k, v in target.items() if k not in SEED_KEYS}
         staged += [({**configuration, **seed_point(seed)}, SELECTION) for seed in spec.protocol.selection_seeds]
     return staged

@@ -32,6 +32,14 @@ def run_dir(out: Path, run_id: str) -> Path:
     return out / RUNS / run_id
 
 
+def adopt_legacy(out: Path, runs: list[Run]) -> list[Run]:
+    """`runs`, each whose folder in `out` has its earlier id (`Run.alias`, none under its id) under that id: a run
+    made before its labels left its identity is found, skipped when finished, resumed when not."""
+    return [dataclasses.replace(run, run_id=run.alias, alias=run.run_id)
+            if run.alias is not None and run_dir(out, run.alias).is_dir() and not run_dir(out, run.run_id).is_dir()
+            else run for run in runs]
+
+
 def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
     """Record the sweep and every run it expects (id, varied values, `loglinear train` arguments, config)."""
     path = out / MANIFEST

@@ -4,6 +4,8 @@
       threshold: 0.99                # solved: validation accuracy above it under the stopping rule (default SOLVED)
       plateau: 0.5                   # escaped: solved, or final validation accuracy above it (default: not reported)
       mad_score: false               # true: MAD's per-task accuracy, solve rate and score (reports/mad_score.py)
+      select: [train.lr]             # the training keys each cell selects over on validation: every combination
+                                     # of their values (MAD: [train.lr, train.weight_decay]); train.lr among them
       primary:                       # the one comparison declared in advance (the others are secondary)
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
@@ -32,7 +34,7 @@ Both mappings are typed: an unknown key or a value of the wrong kind is a Config
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from omegaconf import OmegaConf
@@ -66,6 +68,7 @@ ALPHA = 0.05
 """The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
 SELECTION, CONFIRMATION = "selection", "confirmation"
 SEED_KEYS = ("train.seed", "data.seed")
+LR_KEY = "train.lr"
 MAX_EXTENSIONS = 10
 """The most `protocol.extensions` a spec may ask for: ten rates beyond an edge already span five decades at the
 default step (half a decade)."""
@@ -79,6 +82,10 @@ class Effect:
     mixer: float | None = None
     baseline: float | None = None
     standardized: float | None = None
+
+    def __str__(self) -> str:
+        return ", ".join(f"{f}: {getattr(self, f)}" for f in ("mixer", "baseline", "standardized")
+                         if getattr(self, f) is not None) or "nothing"
 
 
 @dataclass
@@ -110,6 +117,11 @@ class Primary:
         if self.effect is not None:
             _check_effect(self.test, self.effect)
 
+    def __str__(self) -> str:
+        """The comparison as a spec declares it: `mixer vs baseline (test accuracy, cell d_model=16)`."""
+        where = [f"cell {self.cell}"] * (self.cell is not None) + [f"length {self.length}"] * (self.length is not None)
+        return f"{self.mixer} vs {self.baseline} ({', '.join([f'test {self.test}', *where])})"
+
 
 def _check_effect(test: str, effect: Effect) -> None:
     rates = (effect.mixer, effect.baseline)
@@ -131,12 +143,31 @@ class ReportConfig:
     plateau: float | None = None
     primary: Primary | None = None
     mad_score: bool = False
+    select: list[str] = field(default_factory=lambda: [LR_KEY])
 
     def __post_init__(self) -> None:
         for name in ("threshold", "plateau"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
                 raise ConfigError(f"{name} must be an accuracy in [0, 1), got {value!r}")
+        if self.plateau is not None and self.plateau > self.threshold:
+            raise ConfigError(f"plateau {self.plateau} is above threshold {self.threshold}: a run escapes the plateau "
+                              f"when solved or its final validation accuracy is above it, so it must be at most the "
+                              f"threshold")
+        _check_select(self.select)
+
+
+def _check_select(keys: list[str]) -> None:
+    """The selected keys: training keys other than the seeds, each once, the learning rate among them (the grid
+    extension and the plots by learning rate need it)."""
+    if LR_KEY not in keys:
+        raise ConfigError(f"select must list {LR_KEY} (with the other training keys to select over), got {keys}")
+    for i, key in enumerate(keys):
+        if not key.startswith("train.") or key in SEED_KEYS:
+            raise ConfigError(f"select: {key!r} is not a training key to select over (train.*, not a seed); a model "
+                              "or data key makes rows of its own")
+        if key in keys[:i]:
+            raise ConfigError(f"select lists {key} more than once, got {keys}")
 
 
 @dataclass
@@ -196,4 +227,8 @@ def _typed(where: str, raw: Any, kind: type) -> object:
     except ConfigError as e:
         raise ConfigError(f"{where}: {e}") from None
     except (OmegaConfBaseException, ValueError) as e:
-        raise ConfigError(f"{where}: {str(e).splitlines()[0]}") from None
+        key = getattr(e, "full_key", None)
+        message = str(e).splitlines()[0]
+        if key and "is not a ListConfig" in message:
+            message = f"must be a list, got {OmegaConf.select(OmegaConf.create(dict(raw)), key)!r}"
+        raise ConfigError(f"{where}.{key}: {message}" if key else f"{where}: {message}") from None

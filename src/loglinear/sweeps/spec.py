@@ -26,9 +26,10 @@ may share a run preset's name, and `../name.yaml` or `name.yaml` finds configs/n
 With a `protocol`, each seed sets `train.seed` and `data.seed`; `expand` gives stage 1 (every point on
 the selection seeds) and `expand(spec, points)` the confirmation runs the report's selection asks for.
 
-A run's id hashes its resolved configuration without `out_dir`, `logger` and `model.selfcheck`
-(runs/config.py, ID_EXCLUDED: how a run is logged or guarded is not what it is): the same run has the same
-id in any process, whatever the key order of the spec.
+A run's id hashes its resolved configuration without `out_dir`, `logger`, `model.selfcheck` and the keys that only
+label its end (runs/config.py, ID_EXCLUDED: how a run is logged, guarded or labelled is not what it is): the same
+run has the same id in any process, whatever the key order of the spec. A run made while those labels were part of
+the id, away from their defaults, has that id as its `alias`, and a sweep finds its folder under it.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from loglinear.runs.config import (
     ConfigError,
     RunConfig,
     find_config_file,
+    legacy_run_id,
     load_mapping,
 )
 from loglinear.sweeps.arguments import override
@@ -110,6 +112,15 @@ class Run:
     config: RunConfig
     stage: str | None = None
     """selection or confirmation under a two-stage protocol, else None."""
+    alias: str | None = None
+    """The run's other id, where it has one: the id it had before the keys that only label its end left its
+    identity (runs/config.py, `legacy_run_id`), or, once its folder is found under that one (manifest.py,
+    `adopt_legacy`), the current id."""
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        """Every id the run is known by."""
+        return (self.run_id,) if self.alias is None else (self.run_id, self.alias)
 
 
 
@@ -213,11 +224,13 @@ def points(spec: SweepSpec) -> Iterator[dict[str, Any]]:
 
 def planned_runs(spec: SweepSpec) -> int:
     """How many runs the sweep makes: every point, on each selection seed under a protocol, which then adds
-    each configuration at its chosen learning rate (one per point without `train.lr`) on each confirmation seed."""
+    each configuration at its chosen candidate (one per point without the selected keys, `report.select`) on each
+    confirmation seed."""
     configurations = list(points(spec))
     if spec.protocol is None:
         return len(configurations)
-    chosen = {json.dumps({k: v for k, v in p.items() if k != "train.lr"}, sort_keys=True) for p in configurations}
+    selected = set(spec.report.select)
+    chosen = {json.dumps({k: v for k, v in p.items() if k not in selected}, sort_keys=True) for p in configurations}
     protocol = spec.protocol
     return len(configurations) * len(protocol.selection_seeds) + len(chosen) * len(protocol.confirmation_seeds)
 
@@ -266,7 +279,8 @@ def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | No
                 f"{where}: runs {describe(seen[rid])} and {describe(point)} resolve to the same configuration"
             )
         seen[rid] = point
-        runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg, stage=stage))
+        runs.append(Run(run_id=rid, point=point, args=[*preset, *base, *varied], config=cfg, stage=stage,
+                        alias=legacy_run_id(cfg)))
     _check_labels(runs, where)
     return runs
 

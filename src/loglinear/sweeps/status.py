@@ -68,11 +68,16 @@ def sweep_status(out: Path, with_queue: bool = True) -> list[RunState]:
 
 
 def progress(directory: Path, entry: dict) -> str:
-    """How many steps a run's metrics.csv has logged, of its configuration's max_steps ("" before its first row)."""
-    rows = read_rows(directory / METRICS)
-    if not rows:
-        return ""
-    return f"step {int(rows[-1]['step']) + 1:,} of {entry['config']['train']['max_steps']:,}"
+    """How many steps a run's metrics.csv has logged, of its configuration's max_steps ("" before its first row;
+    what is wrong with it when it does not read)."""
+    try:
+        rows = read_rows(directory / METRICS)
+        step = int(rows[-1]["step"]) + 1 if rows else None
+    except ValueError as e:
+        return f"{METRICS} does not read: {e}"
+    except KeyError:
+        return f"{METRICS} has no step column"
+    return "" if step is None else f"step {step:,} of {entry['config']['train']['max_steps']:,}"
 
 
 def format_status(name: str, states: list[RunState]) -> str:

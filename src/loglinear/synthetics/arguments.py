@@ -8,7 +8,17 @@ from collections.abc import Sequence
 
 from loglinear.checks import check_float, check_int
 
-__all__ = ["check_bool", "check_even", "check_float", "check_int", "check_int_or_ints"]
+__all__ = ["check_answers", "check_bool", "check_even", "check_float", "check_int", "check_int_or_ints"]
+
+
+def check_answers(count: int, what: str, fix: str) -> int:
+    """`count` (the distinct answers the arguments leave) if at least two, else a ValueError saying that every target
+    would be the same answer (chance 100%: a run would be "solved" by learning nothing), naming `what` left one and
+    `fix`, the bound on the arguments."""
+    if count < 2:
+        raise ValueError(f"{what} leaves {count} possible answer: every target would be the same (chance 100%); "
+                         f"{fix}")
+    return count
 
 
 def check_even(name: str, value: int) -> int:

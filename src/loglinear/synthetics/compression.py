@@ -44,6 +44,11 @@ class Compression(Task):
             raise ValueError(f"frac_noise = {frac_noise} needs noise_vocab_size >= 1, got 0")
         self.num_classes = vocab_size - 1 - noise_vocab_size
 
+    @property
+    def unscored(self) -> float:
+        """Every one of the T - 1 tokens replaced by noise."""
+        return self.frac_noise ** (self.seq_len - 1)
+
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         tokens = torch.randint(0, self.num_classes, (batch_size, self.seq_len - 1), generator=generator)
         targets = tokens.clone()

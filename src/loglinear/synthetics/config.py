@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from loglinear.synthetics.arguments import check_int
@@ -40,7 +41,8 @@ class DataConfig:
       is zoology's protocol, which validates on its test mix).
     - `batch_size`; `val_size` and `test_size`: examples per validation / test set.
     - `train_size`: None (fresh examples every step) or N: train on a fixed set of N examples cycled by
-      epochs (MAD's protocol; `TrainStream`); needs a single training task, not a mixture.
+      epochs (MAD's protocol; `TrainStream`); needs a single training task, not a mixture. The set is drawn
+      once from `seed` in draws of 256 examples (`streams.fixed_chunks`): the same set whatever `batch_size`.
     - `seed`: keys every batch (training step n, validation and test batches draw from separate,
       disjoint seed streams). `num_workers`: DataLoader worker processes.
     """
@@ -95,14 +97,27 @@ def check_data_config(data: DataConfig) -> DataConfig:
 
 
 def load_data_config(path: str | Path, overrides: Sequence[str] = ()) -> DataConfig:
-    """Load a YAML preset (e.g. configs/data/mqar_cpu.yaml) with optional `key=value` overrides."""
-    return as_data_config(OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(list(overrides))))
+    """Load a YAML preset (e.g. configs/data/mqar_cpu.yaml) with optional `key=value` overrides; a ValueError
+    naming `path` when it is not a file holding a YAML mapping."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"data preset {path} not found")
+    try:
+        preset = OmegaConf.load(path)
+    except (UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ValueError(f"{path} is not a YAML data preset: {str(e).splitlines()[0]}") from None
+    if not isinstance(preset, DictConfig):
+        raise ValueError(f"{path} is not a data preset: a YAML mapping of data keys (task, task_args, ...)")
+    return as_data_config(OmegaConf.merge(preset, OmegaConf.from_dotlist(list(overrides))))
 
 
 def training_set(config: DataConfig) -> TaskSet:
-    """The training distribution: the mixture's components, or the task itself."""
+    """The training distribution: the mixture's components, or the task itself (a ValueError when most of its
+    batches would score no position, `check_scored_batches`)."""
     if not config.mixture:
-        return TaskSet("train", (get_task(config.task, **config.task_args),), (1.0,))
+        task = get_task(config.task, **config.task_args)
+        check_scored_batches(task, config.batch_size)
+        return TaskSet("train", (task,), (1.0,))
     tasks, weights = [], []
     for i, component in enumerate(config.mixture):
         overrides = dict(component)
@@ -110,8 +125,20 @@ def training_set(config: DataConfig) -> TaskSet:
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0 < weight < math.inf:
             raise ValueError(f"mixture[{i}].weight must be a positive number, got {weight!r}")
         tasks.append(get_task(config.task, **{**config.task_args, **overrides}))
+        check_scored_batches(tasks[-1], config.batch_size)
         weights.append(float(weight))
     return TaskSet("train", tuple(tasks), tuple(weights))
+
+
+def check_scored_batches(task: Task, batch_size: int) -> None:
+    """A ValueError when more than half of `task`'s training batches of `batch_size` would have no scored position:
+    such a batch's loss is 0 with no gradient (the step only moves the optimiser's momentum and weight decay), so
+    training would mostly not train."""
+    empty = task.unscored**batch_size
+    if empty > 0.5:
+        raise ValueError(f"{task!r} leaves {100 * empty:.0f}% of the training batches of batch_size {batch_size} "
+                         f"without a scored position ({100 * task.unscored:.0f}% of examples have none): use longer "
+                         "sequences, less noise or larger batches")
 
 
 def evaluation_sets(config: DataConfig) -> list[TaskSet]:

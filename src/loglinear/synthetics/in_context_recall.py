@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from loglinear.synthetics.arguments import check_even, check_float, check_int
+from loglinear.synthetics.arguments import check_answers, check_even, check_float, check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.task import Task
 
@@ -43,7 +43,9 @@ class InContextRecall(Task):
             raise ValueError(f"frac_noise = {frac_noise} needs noise_vocab_size >= 1, got 0")
         signal = vocab_size - noise_vocab_size
         self._keys, self._signal = signal // 2, signal
-        self.num_classes = signal - signal // 2
+        self.num_classes = check_answers(signal - signal // 2,
+                                         f"vocab_size {vocab_size} with noise_vocab_size {noise_vocab_size}",
+                                         "vocab_size - noise_vocab_size must be >= 3")
 
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         rows, pairs, keys_n = batch_size, self.seq_len // 2, self._keys

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from loglinear.synthetics.arguments import check_even, check_int
+from loglinear.synthetics.arguments import check_answers, check_even, check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.seeding import make_generator
 from loglinear.synthetics.task import Task
@@ -36,6 +36,8 @@ class Memorization(Task):
         self.map_seed = check_int("map_seed", map_seed)
         signal = vocab_size - 1
         self._keys, self.num_classes = signal // 2, signal - signal // 2
+        check_answers(self._keys, f"vocab_size {vocab_size} (one key, so one value in the map)",
+                      "vocab_size must be >= 5")
         self.value_of = torch.randperm(self.num_classes, generator=make_generator(map_seed))[: self._keys] + self._keys
         """`(keys,)`: the value token of each key token."""
 

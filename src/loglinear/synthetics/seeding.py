@@ -18,8 +18,9 @@ VALIDATION = 2
 TEST = 3
 COMPONENT = 4
 EPOCH = 5
+FIXED = 6
 """Stream ids: the second element of a key. COMPONENT keys pick a mixture component, EPOCH keys the order of a
-fixed training set in each epoch."""
+fixed training set in each epoch, FIXED the draws that make that set."""
 
 
 def splitmix64(x: int) -> int:

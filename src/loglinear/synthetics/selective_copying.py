@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from loglinear.synthetics.arguments import check_int
+from loglinear.synthetics.arguments import check_answers, check_int
 from loglinear.synthetics.batch import IGNORE_INDEX, Batch
 from loglinear.synthetics.sampling import sample_distinct
 from loglinear.synthetics.task import Task
@@ -43,7 +43,7 @@ class SelectiveCopying(Task):
         if placement not in PLACEMENTS:
             raise ValueError(f"unknown selective_copying placement {placement!r}; valid: {list(PLACEMENTS)}")
         self.placement = placement
-        self.num_classes = vocab_size - 2
+        self.num_classes = check_answers(vocab_size - 2, f"vocab_size {vocab_size}", "vocab_size must be >= 4")
 
     def _sample(self, batch_size: int, generator: torch.Generator) -> Batch:
         rows, copied, blank = batch_size, self.num_tokens_to_copy, self.vocab_size - 2

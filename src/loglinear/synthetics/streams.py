@@ -18,6 +18,7 @@ from loglinear.synthetics.config import TaskSet
 from loglinear.synthetics.seeding import (
     COMPONENT,
     EPOCH,
+    FIXED,
     TEST,
     TRAIN,
     VALIDATION,
@@ -28,6 +29,19 @@ from loglinear.synthetics.seeding import (
 from loglinear.synthetics.task import Task
 
 STAGES = {"validation": VALIDATION, "test": TEST}
+FIXED_CHUNK = 256
+"""Examples per draw of a fixed training set (`data.train_size`): the set is the same whatever `data.batch_size`."""
+
+
+def fixed_chunks(task: Task, seed: int, size: int) -> Iterator[dict[str, Any]]:
+    """The fixed training set of `size` examples of `task`, in draws of FIXED_CHUNK examples: draw c is keyed by
+    (seed, FIXED, c), the last cut to the set's size. The set is the first `size` examples of these draws, so a
+    larger set holds a smaller one (same seed) as its start, and `data.batch_size` plays no part."""
+    for chunk, start in enumerate(range(0, size, FIXED_CHUNK)):
+        batch = task.sample(FIXED_CHUNK, derive_seed(seed, FIXED, chunk)).to_dict()
+        rows = min(FIXED_CHUNK, size - start)
+        yield {"inputs": batch["inputs"][:rows], "targets": batch["targets"][:rows],
+               "slices": {k: v[:rows] for k, v in batch["slices"].items()}}
 
 
 def choose_task(task_set: TaskSet, *key: int) -> Task:
@@ -47,10 +61,11 @@ class TrainStream(IterableDataset):
     parallelism (world_size > 1), rank r draws batch (step * world_size + r) so ranks differ;
     with one process the key is the step itself.
 
-    With `train_size` N, training draws from a fixed set instead: the N examples of the first batches of the
-    fresh stream (steps 0, 1, ...: what `loglinear data export` writes), cycled by epochs of ceil(N / batch_size)
+    With `train_size` N, training draws from a fixed set instead: N examples drawn once (`fixed_chunks`: the
+    same whatever the batch size; what `loglinear data export` writes), cycled by epochs of ceil(N / batch_size)
     batches, in an order drawn anew each epoch from (seed, epoch); batch key k is batch k mod that count of
-    epoch k div it (the last batch of an epoch is smaller when batch_size does not divide N).
+    epoch k div it (the last batch of an epoch is smaller when batch_size does not divide N). A fixed set needs
+    a single training task (`DataConfig` refuses a mixture with `train_size`).
     """
 
     def __init__(
@@ -74,11 +89,10 @@ class TrainStream(IterableDataset):
 
     def _fixed_batch(self, key: int) -> dict[str, Any]:
         if self._fixed is None:
-            size = self.train_size
-            batches = [self.fresh_batch(step, step) for step in range(-(-size // self.batch_size))]
-            self._fixed = {part: torch.cat([b[part] for b in batches])[:size] for part in ("inputs", "targets")}
-            slices = batches[0]["slices"]
-            self._fixed["slices"] = {k: torch.cat([b["slices"][k] for b in batches])[:size] for k in slices}
+            (task,) = self.task_set.tasks
+            chunks = list(fixed_chunks(task, self.seed, self.train_size))
+            self._fixed = {part: torch.cat([c[part] for c in chunks]) for part in ("inputs", "targets")}
+            self._fixed["slices"] = {k: torch.cat([c["slices"][k] for c in chunks]) for k in chunks[0]["slices"]}
         epoch, index = divmod(key, -(-self.train_size // self.batch_size))
         order = torch.randperm(self.train_size, generator=make_generator(derive_seed(self.seed, EPOCH, epoch)))
         rows = order[index * self.batch_size : (index + 1) * self.batch_size]

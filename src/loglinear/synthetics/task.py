@@ -23,6 +23,7 @@ class Task(ABC):
     accuracy is 1 / num_classes). `sample` is a pure function of (arguments, batch_size, seed): it
     uses a local `torch.Generator` and never reads or advances the global RNGs.
 
+    `unscored` is the probability that an example has no scored position (only noise can leave one without).
     `output_head` names the model's output head the task needs (`OUTPUT_HEADS`, models/heads.py): "lm",
     each position's logits from its own state (every task but one), or "decoder", every position's
     logits from the last position's state (compression); a run's model follows it.
@@ -33,6 +34,11 @@ class Task(ABC):
     seq_len: int
     vocab_size: int
     num_classes: int
+
+    @property
+    def unscored(self) -> float:
+        """The probability that an example has no scored position (0 for a task whose every example has one)."""
+        return 0.0
 
     def sample(self, batch_size: int, seed: int) -> Batch:
         """A batch of `batch_size` examples; the same (arguments, batch_size, seed) give the same batch."""
