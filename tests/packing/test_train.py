@@ -6,6 +6,7 @@ import pytest
 
 from loglinear.packing.compatibility import PackError
 from loglinear.packing.train import train_pack
+from loglinear.runs.metrics_rows import read_rows
 from loglinear.runs.train import train
 
 from .pairs import GRID, assert_same_run, configs
@@ -82,3 +83,18 @@ def test_runs_that_cannot_share_a_pack_are_refused_naming_the_difference(tmp_pat
     with pytest.raises(PackError, match=r"train.patience=3"):
         train_pack([a, c])
     assert not (tmp_path / "x").exists()
+
+
+def test_a_pack_whose_batches_sometimes_score_nothing_ends_as_each_run_alone(tmp_path):
+    """Compression where noise takes most positions: about 7% of the batches of 4 score no position (a loss of 0 and
+    a zero gradient for that run, the last train accuracy logged again): seed 0's batches 24 and 30, seed 1's 17,
+    25, 26, 49 and 50, so that batches 24 and 49 fall on logging steps (every 5)."""
+    noisy = ["data=data/compression.yaml", "data.task_args={vocab_size: 8, seq_len: 4, noise_vocab_size: 2, "
+             "frac_noise: 0.8}", "data.eval_sets=[{}]"]
+    results = _pack_against_alone(tmp_path, "gated_deltanet", ["data.batch_size=4", "train.val_every=5",
+                                                                   "train.early_stop_threshold=null"], data=noisy)
+    assert [r["status"] for r in results] == ["max_steps"] * 4
+    for name, step in (("0_0.001", 24), ("1_0.003", 49)):
+        logged = {r["step"]: r for r in read_rows(tmp_path / "packed" / name / "metrics.csv") if "train/loss" in r}
+        assert float(logged[str(step)]["train/loss"]) == 0.0
+        assert logged[str(step)]["train/acc"] == logged[str(step - 5)]["train/acc"]

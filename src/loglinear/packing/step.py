@@ -65,12 +65,14 @@ class PackedStep:
             p.grad = None
         ones = torch.ones_like(losses, dtype=torch.float64)
         if logging:  # the accuracy (an argmax over the vocabulary) only where it is logged, as a run alone
-            values = torch.stack([logged_losses(logits.detach(), batch).double(),
-                                  run_accuracies(logits.detach(), batch, batch.inputs.shape[1])], 1)
+            acc = run_accuracies(logits.detach(), batch, batch.inputs.shape[1])
+            # a batch without a scored position logs no accuracy: Lightning writes the one it holds again, if any
+            held = torch.where(self.last[:, 3] > 0, self.last[:, 1], torch.nan)
+            acc = torch.where(acc.isnan(), held, acc)
+            values = torch.stack([logged_losses(logits.detach(), batch).double(), acc], 1)
             self.pending.append((t, values))
-            has_acc = ~values[:, 1].isnan()  # NaN: no scored position, no accuracy logged
-            latest = torch.stack([values[:, 0], torch.where(has_acc, values[:, 1], self.last[:, 1]), ones,
-                                  torch.where(has_acc, ones, self.last[:, 3])], 1)
+            has_acc = (~acc.isnan()).double()
+            latest = torch.stack([values[:, 0], torch.where(has_acc > 0, acc, self.last[:, 1]), ones, has_acc], 1)
         else:
             latest = torch.stack([losses.detach().double(), self.last[:, 1], ones, self.last[:, 3]], 1)
         self.last = torch.where(self.alive[:, None], latest, self.last)

@@ -3,7 +3,8 @@
 One shared step serves training, validation and test: logits only at the scored positions, the
 cross-entropy there, and accuracies (runs/evaluation.py, which names the evaluation metrics).
 `train/loss`, `train/acc`, `train/lr` are logged every log_every_n_steps (the accuracy is computed on those steps
-only, over the examples with a scored position; not logged for a batch without one).
+only, over the examples with a scored position; a batch without one computes none, and Lightning writes the
+last one it logged again).
 """
 
 from __future__ import annotations
