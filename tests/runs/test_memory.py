@@ -83,3 +83,26 @@ def test_kept_and_returned_memory_train_to_the_same_bits(tmp_path):
     assert moments.keys() == other.keys()
     for i, state in moments.items():
         assert all(torch.equal(state[key], other[i][key]) for key in ("exp_avg", "exp_avg_sq")), i
+
+
+KEEPS_A_PACKS_STEP = """
+import resource, sys, torch
+from loglinear.runs.memory import keep_freed_memory
+assert keep_freed_memory() or sys.argv[1] == "off"
+def step():  # 2.4 GB of 150 MB blocks, freed together: a large pack's step frees more than 2 GB at once
+    blocks = [torch.ones(150 * 2**20 // 4) for _ in range(16)]
+    del blocks
+step()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+step()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+def test_a_step_that_frees_more_than_2_gb_at_once_finds_its_memory_again():
+    """No trimming at all: a finite trim threshold (at most 2^31 - 1) hands back the top of the heap every step of a
+    pack that frees more than that, and each step faults it in again."""
+    faults = int(subprocess.run([sys.executable, "-c", KEEPS_A_PACKS_STEP, "on"], capture_output=True, text=True,
+                                check=True).stdout)
+    assert faults < 100_000  # trimmed at 2^31 - 1 it faults 384,000 pages (1.5 GB) in again
