@@ -15,8 +15,9 @@ The ratio column is the packed cost of one run-step over the alone one (at most 
 is compute-bound, so packing cannot gain there; on a GPU the step is overhead-bound and packing is the lever).
 Configurations run in interleaved rounds after a warm-up; each keeps its fastest round's mean. A pack that does
 not fit the GPU's memory is recorded as such and the larger ones at that size are skipped.
-`data` rows: how fast the training stream makes the paper-shape batches on one CPU core (the data a pack needs
-each step is N batches: above the model's rate, the generator is the limit unless the data is made elsewhere).
+The closing lines: how fast the training stream makes the paper-shape batches on this process's threads, fresh and
+from fixed training sets (the data a pack needs each step is N batches: above the model's rate, the data is the
+limit unless DataLoader workers, `data.num_workers`, make it beside the step).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from loglinear.targets import IGNORE_INDEX
 SECTION = "packing: training throughput"
 SCORED = 64  # scored positions per sequence: MQAR's largest count at 256 tokens (the head's heaviest case)
 T = 256
+FIXED_SET = 20_000  # examples in each run's fixed training set for `fixed_set_rate` (the paper's is 180,000)
 
 
 def _config(mixer: str, d_model: int, batch: int):
@@ -119,6 +121,21 @@ def data_rate(batch: int) -> float:
     return steps * batch / (time.perf_counter() - started)
 
 
+def fixed_set_rate(batch: int, runs: int = 4, train_size: int = FIXED_SET) -> float:
+    """Sequences/s of packed batches (PackedBatch.of, what a pack's data loader makes) drawn from `runs` fixed
+    training sets (`data.train_size`) of the paper's single-length MQAR (a fixed set holds one task), once made."""
+    cfg = load_run_config("configs/mqar_paper.yaml", ["data=data/mqar_paper_256.yaml", f"data.batch_size={batch}",
+                                                      "out_dir=unused"])
+    task_set = SyntheticDataModule(cfg.data).train_set
+    streams = [TrainStream(task_set, batch, seed, train_size=train_size) for seed in range(runs)]
+    PackedBatch.of([s.batch(0) for s in streams])
+    started = time.perf_counter()
+    steps = 10
+    for step in range(1, steps + 1):
+        PackedBatch.of([s.batch(step) for s in streams])
+    return steps * runs * batch / (time.perf_counter() - started)
+
+
 def measure(args: argparse.Namespace, device: torch.device) -> list[list[object]]:
     """One row per (mixer, d_model, pack): run-steps/s, sequences/s, the packed/alone cost of a run-step, memory."""
     deadline = time.monotonic() + args.time_limit
@@ -190,7 +207,7 @@ def main() -> None:
     device = torch.device("cuda" if on_gpu else "cpu")
     load_before = os.getloadavg()[0]
     rows = measure(args, device)
-    data = data_rate(args.batch)
+    data, fixed = data_rate(args.batch), fixed_set_rate(args.batch)
     load = f"load average of the machine (other processes included) before/after: {load_before:.2f}/" \
            f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
     if args.quick:
@@ -203,7 +220,9 @@ def main() -> None:
         f"{load}. `cost` is a packed run-step's time over a run-step alone.\n\n"
         + markdown_table(["mixer", "d_model", "pack", "run-steps/s", "sequences/s", "cost", "note"], rows)
         + f"\nThe training stream makes {data:,.0f} sequences/s of the paper's training mix on this process's "
-          f"{torch.get_num_threads()} threads: a pack of N runs needs {args.batch} N a step.\n"
+          f"{torch.get_num_threads()} threads: a pack of N runs needs {args.batch} N a step. From fixed training "
+          f"sets (`data.train_size` {FIXED_SET:,} of the single-length MQAR), a pack's loader makes {fixed:,.0f} "
+          f"packed sequences/s on the same threads.\n"
     )
     print(body)
     write_section(SECTION, body)
