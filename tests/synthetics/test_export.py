@@ -93,6 +93,22 @@ def test_a_folder_the_export_did_not_make_is_never_written_into(tmp_path, capsys
     assert (stray / "train.inputs.npy").read_text() == "my own file"
 
 
+def test_a_folder_made_at_out_while_the_sets_are_drawn_is_not_replaced(tmp_path, capsys, monkeypatch):
+    """Another process makes OUT, empty, after the export checked it: the whole folder would replace it silently
+    (a rename onto an empty folder), so the export is refused and leaves that folder and nothing else."""
+    out = tmp_path / "out"
+    write_pair = export_module._write_pair
+
+    def someone_makes_out(folder, array):
+        out.mkdir(exist_ok=True)
+        write_pair(folder, array)
+
+    monkeypatch.setattr(export_module, "_write_pair", someone_makes_out)
+    line = one_line(capsys, main(["data", "export", PRESET, str(out), "--train-size", "5", *SMALL]), 2)
+    assert f"OUT {out} exists" in line and "made while the sets were drawn" in line, line
+    assert [p.name for p in tmp_path.iterdir()] == ["out"] and list(out.iterdir()) == []
+
+
 def test_an_empty_out_or_a_new_folder_at_the_root_is_refused(tmp_path, capsys, monkeypatch):
     """`$UNSET` gives an empty OUT (which was the working directory) and `$UNSET/dir` a folder under /."""
     preset = os.path.abspath(PRESET)
@@ -240,7 +256,7 @@ def test_reading_back_checks_every_file_against_the_manifest(tmp_path, damage, m
     out, manifest = written(tmp_path)
     damage(out, manifest)
     (out / "data.json").write_text(json.dumps(manifest))
-    with pytest.raises(ExportError, match="") as error:
+    with pytest.raises(ExportError) as error:
         read_exported(out)
     assert message in str(error.value) and "\n" not in str(error.value)
 

@@ -98,7 +98,9 @@ def export_data(config: DataConfig, folder: str | Path, train_size: int) -> Path
             "files": files,
         }
         _write_file(partial / MANIFEST, lambda f: f.write((json.dumps(manifest, indent=2) + "\n").encode()))
-        partial.rename(out)
+        _claim(out)
+        made.insert(0, out)
+        partial.rename(out)  # onto the export's own empty OUT
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         _remove(made)
@@ -106,8 +108,21 @@ def export_data(config: DataConfig, folder: str | Path, train_size: int) -> Path
     return out / MANIFEST
 
 
+def _claim(out: Path) -> None:
+    """Make OUT, empty, just before the whole folder replaces it: a rename onto an empty folder replaces it
+    silently, so one that another made there while the sets were drawn is refused, never replaced."""
+    try:
+        out.mkdir()
+    except FileExistsError:
+        raise ExportError(f"OUT {out} exists: export into a new folder (the export makes OUT itself; this one "
+                          "was made while the sets were drawn)") from None
+    except OSError as e:
+        raise _named(e, out) from None
+
+
 def _remove(made: list[Path]) -> None:
-    """Remove the folders the export made above OUT (the deepest first), left empty by a failed export."""
+    """Remove the folders the export made (its OUT, then those above it, the deepest first), left empty by a failed
+    export."""
     for parent in made:
         with contextlib.suppress(OSError):
             parent.rmdir()
