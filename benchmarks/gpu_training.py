@@ -57,7 +57,7 @@ import torch
 from benchmarks.results_md import markdown_table, write_section
 from benchmarks.time_limit import TimeLimit
 from loglinear.models import MIXERS
-from loglinear.runs.config import load_run_config
+from loglinear.runs.config import MIS_COMPILED, load_run_config
 from loglinear.runs.metrics_rows import METRICS, read_rows
 from loglinear.runs.train import train
 
@@ -227,6 +227,11 @@ def main() -> None:
                 print(f"--time-limit {args.time_limit:g}: {mixer} and the mixers after it not measured", flush=True)
                 break
             print(f"{mixer}:", flush=True)
+            if args.compile and mixer in MIS_COMPILED:
+                print(f"{mixer}: not compiled ({MIS_COMPILED[mixer]})", flush=True)
+                rows.append([mixer, f"not compiled: {MIS_COMPILED[mixer]}", *["-"] * (len(HEADER) - 2)])
+                limit.done()
+                continue
             auto = run_once(mixer, "auto", "auto", args, Path(tmp))
             chunk = run_once(mixer, "chunk", "auto", args, Path(tmp))
             reference = run_once(mixer, "chunk", "32-true", args, Path(tmp)) if cuda else None
@@ -235,6 +240,9 @@ def main() -> None:
             if write:
                 write_section(section, body)
             limit.done()
+    body = describe(args, precision, len(rows), len(args.mixers)) + markdown_table(HEADER, rows)
+    if write:
+        write_section(section, body)
     print(body)
     if write:
         print(f"wrote section {section!r} of benchmarks/RESULTS.md")

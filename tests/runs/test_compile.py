@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from loglinear.models import MIXERS
-from loglinear.runs.config import ConfigError, load_run_config
+from loglinear.runs.config import MIS_COMPILED, ConfigError, load_run_config
 from loglinear.runs.train import train
 
 STEPS = 50
@@ -51,7 +51,13 @@ def compiled_mixers() -> list:
     asked = os.environ.get(ASK) == "1"
     return [pytest.param(name, marks=() if asked or name == "attention" else
                          pytest.mark.skip(reason=f"compiling {name} takes minutes: set {ASK}=1"))
-            for name in MIXERS.names()]
+            for name in MIXERS.names() if name not in MIS_COMPILED]
+
+
+@pytest.mark.parametrize("mixer", sorted(MIS_COMPILED))
+def test_a_mixer_known_to_compile_wrong_is_refused_compiled(mixer, tmp_path):
+    with pytest.raises(ConfigError, match=rf"^train.compile=true with model.mixer={mixer}: "):
+        load_run_config(None, [*TINY, f"model.mixer={mixer}", "train.compile=true", f"out_dir={tmp_path / 'run'}"])
 
 
 @pytest.mark.slow
