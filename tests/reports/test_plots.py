@@ -11,9 +11,17 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 
-from loglinear.reports.figures import Palette
-from loglinear.reports.plots import KM_NUDGE, acc_vs_d_model, acc_vs_lr, kaplan_meier_plot, mqar_acc_vs_kv_pairs
+from loglinear.reports.figures import Palette, row_label
+from loglinear.reports.plots import (
+    KM_NUDGE,
+    acc_vs_d_model,
+    acc_vs_lr,
+    kaplan_meier_plot,
+    mad_tasks,
+    mqar_acc_vs_kv_pairs,
+)
 from loglinear.reports.recall_levels import recall_plot
+from loglinear.reports.report import write_report
 from loglinear.reports.results import load_sweep
 from loglinear.reports.tables import format_rate
 
@@ -72,10 +80,11 @@ def test_each_seed_is_a_point_filled_when_solved_with_the_tables_counts_and_no_l
 
 
 def test_the_counts_add_the_escaped_runs_when_the_report_has_a_plateau(tmp_path):
-    entries = [run_entry("mamba2", 16, 1e-3, seed, ran(acc)) for seed, acc in enumerate(BIMODAL["mamba2"])]
+    entries = [run_entry("mamba2", d_model, 1e-3, seed, ran(acc))
+               for d_model in (16, 32) for seed, acc in enumerate(BIMODAL["mamba2"])]
     plateau = load_sweep(make_sweep(tmp_path, entries, report={"plateau": 0.5}))
     (ax,) = acc_vs_d_model(plateau).axes
-    assert [text.get_text() for text in ax.texts] == ["2/5 | 2/5"]
+    assert [text.get_text() for text in ax.texts] == ["2/5 | 2/5"] * 2
 
 
 @pytest.fixture
@@ -173,7 +182,9 @@ def test_panel_titles_wrap_instead_of_running_into_each_other(long_cells, plot):
 
 
 def test_rows_of_one_arm_share_its_colour_and_differ_by_marker(long_cells):
-    styles = legend_styles(acc_vs_d_model(long_cells))
+    palette = Palette.of(long_cells)
+    styles = {row_label(long_cells.row_keys, r.row): (palette.style(r.row).color, palette.style(r.row).marker)
+              for r in long_cells.records}
     for arm in ("Mamba-2 (", "Log-Linear Mamba-2 ("):
         mine = [style for label, style in styles.items() if label.startswith(arm)]
         assert len(mine) == 3 and len({colour for colour, _ in mine}) == 1 and len({m for _, m in mine}) == 3
@@ -201,14 +212,51 @@ def test_coinciding_kaplan_meier_curves_stay_apart_with_their_counts(tmp_path):
     """Three arms whose runs all stay below the threshold: identical curves at 1, drawn a little apart."""
     entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.3), curve=[(50, 0.25), (100, 0.3)])
                for mixer in ("mamba2", "log_linear_mamba2", "gated_deltanet") for seed in range(2)]
+    entries.append(run_entry("attention", 16, 1e-3, 0, ran(0.995), curve=[(50, 0.3), (100, 0.995)]))
     (ax,) = kaplan_meier_plot(load_sweep(make_sweep(tmp_path, entries))).axes
     curves = {line.get_label(): line.get_ydata() for line in ax.get_lines() if not line.get_label().startswith("_")}
     assert sorted(curves) == ["Gated DeltaNet (0/2 reached)", "Log-Linear Mamba-2 (0/2 reached)",
-                              "Mamba-2 (0/2 reached)"]
-    levels = sorted(float(y[0]) for y in curves.values())
-    assert len(set(levels)) == 3 and levels[-1] - levels[0] == pytest.approx(KM_NUDGE)
+                              "Mamba-2 (0/2 reached)", "Transformer (1/1 reached)"]
+    levels = sorted(float(y[0]) for label, y in curves.items() if "0/2" in label)
+    assert len(set(levels)) == 3 and levels[-1] - levels[0] <= KM_NUDGE + 1e-9
     assert all(abs(level - 1.0) <= KM_NUDGE / 2 + 1e-9 for level in levels)
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(curves)
+
+
+def test_a_figure_that_would_say_nothing_is_not_drawn_and_an_earlier_copy_goes(tmp_path):
+    """One model size: no accuracy against d_model; no run at the threshold: no survival curves (they would all
+    stay at 1); a report removes the copies an earlier report drew, and says why in table.md."""
+    entries = [run_entry(mixer, 16, 1e-3, seed, finished(0.3), curve=[(50, 0.25), (100, 0.3)])
+               for mixer in ("mamba2", "log_linear_mamba2") for seed in range(2)]
+    folder = make_sweep(tmp_path, entries)
+    sweep = load_sweep(folder)
+    assert acc_vs_d_model(sweep) == "one model size (d_model 16): nothing to draw against d_model"
+    assert kaplan_meier_plot(sweep) == "no run reached 99% validation accuracy: every curve would stay at 1"
+    for name in ("acc_vs_d_model.png", "kaplan_meier.png"):
+        (folder / name).write_bytes(b"an earlier report's figure")
+    report = write_report(folder)
+    assert not (folder / "acc_vs_d_model.png").exists() and not (folder / "kaplan_meier.png").exists()
+    assert report.skipped["kaplan_meier.png"].endswith("(the earlier report's copy removed)")
+    assert ("No run reached 99% validation accuracy, so there is no kaplan_meier.png: every curve would stay at 1."
+            in report.table)
+
+
+def test_a_mad_battery_has_a_panel_per_task_with_every_seed(tmp_path):
+    """Two arms on two tasks, 3 seeds each: one panel per task, each arm's seeds as points (filled when solved)."""
+    entries = [run_entry(mixer, 32, 1e-3, seed, ran(acc), task=task, **{"data.task": task})
+               for task, accs in (("in_context_recall", (0.995, 0.6, 0.7)), ("memorization", (0.995,) * 3))
+               for mixer in ("mamba2", "gated_deltanet") for seed, acc in enumerate(accs)]
+    sweep = load_sweep(make_sweep(tmp_path, entries, report={"mad_score": True}))
+    fig = mad_tasks(sweep)
+    titled = sorted((ax.get_title(), ax) for ax in fig.axes if ax.get_title())
+    assert [t for t, _ in titled] == ["task=in_context_recall, d_model 32", "task=memorization, d_model 32"]
+    for title, ax in titled:
+        points = seeds(ax)
+        assert len(points) == 6
+        expected = (99.5, 99.5, 60.0, 60.0, 70.0, 70.0) if "recall" in title else (99.5,) * 6
+        assert sorted(y for _, y, _, _ in points) == pytest.approx(sorted(expected))
+        assert all(filled == (y > 99) for _, y, filled, _ in points)
+    assert mad_tasks(load_sweep(make_sweep(tmp_path / "plain", entries))) == "not a MAD battery (report.mad_score)"
 
 
 def test_no_two_arms_share_a_colour_up_to_twenty(tmp_path):
@@ -226,15 +274,17 @@ def test_a_legend_names_only_the_keys_that_apply_to_its_arm(tmp_path):
     """An initialisation study's rows: attention and Gated DeltaNet read no Mamba-2 init option, so their legend
     entries and table rows carry none of the values the spec gave them."""
     init = {"model.A_init": "arange", "model.in_proj_std": 0.1}
-    entries = [run_entry(mixer, 16, 1e-3, seed, ran(0.5), **init)
-               for mixer in ("attention", "mamba2", "gated_deltanet") for seed in range(2)]
+    entries = [run_entry(mixer, d_model, 1e-3, seed, ran(0.995 if seed else 0.5), curve=[(50, 0.995 if seed else 0.5)],
+                         **init)
+               for d_model in (16, 32) for mixer in ("attention", "mamba2", "gated_deltanet") for seed in range(2)]
     loaded = load_sweep(make_sweep(tmp_path, entries))
     assert sorted(legend_styles(acc_vs_d_model(loaded))) == [
         "Gated DeltaNet", "Mamba-2 (A_init=arange, in_proj_std=0.1)", "Transformer"]
     assert sorted(record.row for record in loaded.records) == sorted(
-        [("Transformer", "-", "-")] * 2 + [("Mamba-2", "arange", "0.1")] * 2 + [("Gated DeltaNet", "-", "-")] * 2)
-    titles = sorted(ax.get_title() for ax in kaplan_meier_plot(loaded).axes)
-    assert titles == ["A_init=arange, in_proj_std=0.1, d_model 16", "d_model 16"]
+        [("Transformer", "-", "-")] * 4 + [("Mamba-2", "arange", "0.1")] * 4 + [("Gated DeltaNet", "-", "-")] * 4)
+    titles = sorted(ax.get_title() for ax in kaplan_meier_plot(loaded).axes if ax.get_visible())
+    assert titles == ["A_init=arange, in_proj_std=0.1, d_model 16", "A_init=arange, in_proj_std=0.1, d_model 32",
+                      "d_model 16", "d_model 32"]
 
 
 def test_the_kaplan_meier_legend_sits_below_its_panel_where_it_hides_no_curve(tmp_path):

@@ -140,7 +140,8 @@ def test_plots_are_written_when_their_data_exists(tmp_path):
     names = {p.name for p in report.written}
     assert {"acc_vs_d_model.png", "acc_vs_lr.png", "table.md", "results.csv"} <= names
     # the solved runs' steps come from their result.json: the Kaplan-Meier curves need no metrics.csv
-    assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png", "mqar_frontier.png"}
+    assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png", "mqar_frontier.png",
+                                   "mad_tasks.png"}
     for name in ("acc_vs_d_model.png", "acc_vs_lr.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 

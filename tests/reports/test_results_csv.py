@@ -390,9 +390,9 @@ def test_how_runs_ended_is_reread_only_under_the_labels_it_was_written_with(tmp_
     """A study with a plateau window of its own (no part of its runs' ids): results.csv records the window and
     minimum rise its `convergence` was labelled with; re-reported under them, plateau and improving stand; under
     another window they cannot be told without the histories: `unknown`, and the line says so."""
-    spec = planted_sweep(tmp_path, **{"train.plateau_window": 6})
+    spec = planted_sweep(tmp_path, **{"train.plateau_window": 2})
     rows = read_rows(tmp_path / "out" / CSV)
-    assert {(r["plateau_window"], r["plateau_min_delta"]) for r in rows} == {("6", "0.01")}
+    assert {(r["plateau_window"], r["plateau_min_delta"]) for r in rows} == {("2", "0.01")}
     ended = {r["run_id"]: r["convergence"] for r in rows}
     assert {"plateau", "improving"} & set(ended.values())
     assert sweep_main(["report", str(tmp_path / "same"), "--spec", str(spec), "--from-results",
@@ -408,3 +408,18 @@ def test_how_runs_ended_is_reread_only_under_the_labels_it_was_written_with(tmp_
         {rid: label for rid, label in ended.items() if rid not in relabelled}
     assert f"how {len(relabelled)} runs ended under plateau_window 8 and plateau_min_delta 0.01" in \
         (tmp_path / "other" / TABLE).read_text()
+
+
+def test_a_budget_end_labelled_before_the_window_rule_is_read_as_too_short(tmp_path):
+    """A 300-step budget validated every 100 steps has 3 validations, fewer than the plateau window of 10: the report
+    labels its budget ends `too short`, and a results.csv written before the rule (`improving` there) is read so."""
+    spec = planted_sweep(tmp_path, **{"train.max_steps": 300, "train.val_every": 100})
+    path = tmp_path / "out" / CSV
+    rows = read_rows(path)
+    short = {r["run_id"] for r in rows if r["convergence"] == "too short"}
+    assert short and not {"plateau", "improving"} & {r["convergence"] for r in rows}
+    text = path.read_text()
+    path.write_text(text.replace(",too short,", ",improving,"))
+    assert text.count(",too short,") == len(short)
+    assert sweep_main(["report", str(tmp_path / "again"), "--spec", str(spec), "--from-results", str(path)]) == 0
+    assert {r["run_id"] for r in read_rows(tmp_path / "again" / CSV) if r["convergence"] == "too short"} == short

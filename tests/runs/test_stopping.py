@@ -1,5 +1,6 @@
 """When a run is solved (the threshold held on consecutive validations) and how it ended (threshold, plateau,
-improving, diverged, failed, unknown), on synthetic validation histories; and the tracker that stops a run on it."""
+improving, too short, diverged, failed, unknown), on synthetic validation histories; and the tracker that stops a
+run on it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from loglinear.runs.config import ConfigError, load_run_config
-from loglinear.runs.stopping import budget_end, convergence, crossing_step
+from loglinear.runs.stopping import budget_end, budget_label, budget_validations, convergence, crossing_step
 from loglinear.runs.tracking import RunTracker
 
 NOISY = [(100, 0.5), (200, 0.992), (300, 0.989), (400, 0.995), (500, 0.996), (600, 0.997)]
@@ -37,9 +38,26 @@ def test_a_budget_end_is_a_plateau_when_the_best_rose_less_than_the_minimum_over
     # a peak before the window counts: the best of the window must beat the best before it
     fell = [(50, 0.6), *rising(20, 0.3, 0.01)]
     assert budget_end(fell, window=10, min_delta=0.01) == "plateau"
-    # fewer validations than the window: measured from the first
-    assert budget_end(rising(5, 0.2, 0.05), window=10, min_delta=0.01) == "improving"
-    assert budget_end(rising(5, 0.2, 0.0), window=10, min_delta=0.01) == "plateau"
+    # exactly the window: measured from the first
+    assert budget_end(rising(10, 0.2, 0.05), window=10, min_delta=0.01) == "improving"
+    assert budget_end(rising(10, 0.2, 0.0), window=10, min_delta=0.01) == "plateau"
+
+
+@pytest.mark.parametrize("step", [0.05, 0.0])
+def test_fewer_validations_than_the_window_are_too_short_to_tell(step):
+    """4 validations and a window of 10 (a 400-step budget validated every 100): neither plateau nor improving."""
+    assert budget_end(rising(4, 0.2, step), window=10, min_delta=0.01) == "too short"
+    assert budget_end([], window=10, min_delta=0.01) == "too short"
+    assert convergence("max_steps", False, rising(9, 0.2, step), window=10, min_delta=0.01) == "too short"
+
+
+def test_a_recorded_budget_end_is_read_again_under_the_window():
+    """A run labelled before the rule keeps its label only where its budget had the window's validations."""
+    assert budget_label("improving", validations=4, window=10) == "too short"
+    assert budget_label("plateau", validations=10, window=10) == "plateau"
+    assert budget_label("threshold", validations=4, window=10) == "threshold"
+    assert budget_label("unknown", validations=4, window=10) == "unknown"
+    assert budget_validations(400, 100) == 4 and budget_validations(2000, 300) == 7
 
 
 @pytest.mark.parametrize(("status", "solved", "history", "expected"), [

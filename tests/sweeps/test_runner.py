@@ -156,8 +156,9 @@ def test_tiny_sweep_isolates_failing_runs_and_reports(tmp_path, monkeypatch, cap
     assert "| Mamba-2 |" in table
     missing = table.split("## Missing or failed runs")[1]
     assert runs[2].run_id in missing and runs[3].run_id in missing and runs[0].run_id not in missing
-    for name in ("acc_vs_d_model.png", "mqar_acc_vs_kv_pairs.png", "results.csv"):
+    for name in ("acc_vs_lr.png", "mqar_acc_vs_kv_pairs.png", "results.csv"):
         assert (out / name).is_file()
+    assert not (out / "acc_vs_d_model.png").exists()  # one model size: nothing to draw against it
     manifest = json.loads((out / "manifest.json").read_text())
     assert [r["id"] for r in manifest["runs"]] == [r.run_id for r in runs]
 
@@ -232,7 +233,7 @@ def test_a_run_made_while_its_labels_were_part_of_its_id_is_found_under_that_id(
     """A finished run of a spec with a plateau window of its own, in the folder its earlier id names (a committed
     study's, made while the labels of a run's end were part of its id): `sweep run` finds it there and trains
     nothing; the manifest and the report list it under that id."""
-    spec_path = write_spec(tmp_path, {"train.seed": [0]}, **{"train.plateau_window": 6})
+    spec_path = write_spec(tmp_path, {"train.seed": [0]}, **{"train.plateau_window": 2})
     (run,) = expand(load_spec(spec_path))
     assert run.alias is not None and run.alias != run.run_id
     out = tmp_path / "out"

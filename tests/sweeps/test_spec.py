@@ -296,3 +296,16 @@ def test_a_dry_run_into_a_reader_that_stops_ends_quietly():
     stderr = process.stderr.read().decode()
     assert process.wait() == 128 + signal.SIGPIPE, stderr
     assert stderr == ""
+
+
+def test_dry_run_says_when_the_budget_cannot_label_its_runs(tmp_path, capsys):
+    """2 validations (20 steps, every 10) below the default plateau window of 10: every run that ends by its budget
+    would be `too short`; with a window of 2 the line goes."""
+    path = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2"]})
+    assert sweep_main(["run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    assert ("the budget cannot label its runs: 2 validations (train.max_steps 20, train.val_every 10) below "
+            "train.plateau_window 10: a run that ends by its budget is labelled `too short`, neither plateau nor "
+            "improving") in capsys.readouterr().out
+    path = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2"]}, **{"train.plateau_window": 2})
+    assert sweep_main(["run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
+    assert "cannot label" not in capsys.readouterr().out

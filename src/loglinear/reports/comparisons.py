@@ -14,11 +14,12 @@ from loglinear.reports.paired import (
     signed,
     unpairable_reason,
 )
-from loglinear.reports.primary import primary_line
+from loglinear.reports.primary import design_line, primary_line
 from loglinear.reports.results import Sweep
 from loglinear.reports.state_tracking import accuracy_at
 from loglinear.reports.statistics import ALPHA
 from loglinear.reports.tables import length_labels, markdown_table, pct_text, test_lengths
+from loglinear.runs.stopping import TOO_SHORT
 
 PAIRED_NOTE = (
     "Each comparison: the learning rates each side chose among; per shared seed, the exact McNemar test of "
@@ -55,6 +56,9 @@ def paired_lines(sweep: Sweep, pairings: list[Pairing], family: list[TestResult]
         lines[0] += (f" The comparisons at each test length (the table above) have two tests: exact McNemar on `above` "
                      f"(test accuracy at that length above {pct_text(report.threshold)}%) and the Wilcoxon test there.")
     lines += [primary_line(family, report.primary is not None), ""]
+    design = design_line(sweep, family)
+    if design is not None:
+        lines += [design, ""]
     lines += [f"- {comparison_line(p, family)}" for p in pairings]
     lines += ["", holm_summary(family)]
     return "\n".join(lines)
@@ -75,6 +79,10 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
             a, b, only_a, only_b = p.outcomes(test)
             parts.append(f"{test} {a}/{p.n_pairs} vs {b}/{p.n_pairs} (discordant {only_a} vs {only_b}), "
                          f"McNemar {_p(tests[test])}")
+    left = None
+    if p.left_chance is not None and p.length is None:
+        left = p.outcomes("left_chance")
+        parts.append(f"left chance {left[0]}/{p.n_pairs} vs {left[1]}/{p.n_pairs} (described)")
     if "steps" in tests:
         reached = [sum(e.reached for e in side) for side in p.passages]
         parts.append(f"steps to {pct_text(p.threshold)}%: reached {reached[0]}/{len(p.passages[0])} vs "
@@ -89,6 +97,11 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
                      + (f", Wilcoxon {_p(tests['accuracy'])}" if "accuracy" in tests else "")
                      + (f", paired t {_p(tests['accuracy_t'])}" if "accuracy_t" in tests else ""))
     text = f"{head} ({chosen}): " + "; ".join(parts)
+    if left is not None and "escaped" in tests:
+        escaped = p.outcomes("escaped")
+        if (left[0] - left[1]) * (escaped[0] - escaped[1]) < 0:
+            text += (f"; **left chance and escaped point opposite ways** ({left[0]} vs {left[1]} left chance, "
+                     f"{escaped[0]} vs {escaped[1]} escaped): which side is ahead depends on the event's threshold")
     cut = cut_off(p)
     if cut:
         text += f"; {cut}"
@@ -98,15 +111,21 @@ def comparison_line(p: Pairing, family: list[TestResult]) -> str:
 
 
 def cut_off(p: Pairing) -> str | None:
-    """What the comparison measures when most runs of a side ended on the budget while still improving (`most runs
-    of Mamba-2 (6 of 8) were cut off by the budget while still improving: ...`); None otherwise."""
-    sides = [f"{label} ({endings.count('improving')} of {len(endings)})"
-             for label, endings in zip((p.mixer_label, p.baseline_label), p.endings, strict=True)
-             if 2 * endings.count("improving") > len(endings)]
-    if not sides:
+    """What the comparison measures when most runs of a side ended on the budget while still improving, or on a
+    budget too short to tell (`most runs of Mamba-2 (6 of 8) were cut off by the budget while still improving:
+    ...`); None otherwise."""
+    parts = []
+    for label, words in (("improving", "while still improving"),
+                         (TOO_SHORT, "too short to tell a plateau from a climb (fewer validations than the window)")):
+        sides = [f"{name} ({endings.count(label)} of {len(endings)})"
+                 for name, endings in zip((p.mixer_label, p.baseline_label), p.endings, strict=True)
+                 if 2 * endings.count(label) > len(endings)]
+        if sides:
+            parts.append(f"most runs of {' and of '.join(sides)} were cut off by the budget {words}")
+    if not parts:
         return None
-    return (f"most runs of {' and of '.join(sides)} were cut off by the budget while still improving: this "
-            "comparison measures how far each side got within the budget, not what it can learn")
+    return "; ".join(parts) + (": this comparison measures how far each side got within the budget, not what it can "
+                               "learn")
 
 
 def _p(result: TestResult) -> str:

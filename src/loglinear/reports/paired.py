@@ -31,6 +31,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from loglinear.reports.chance import left_chance
 from loglinear.reports.results import (
     DEFAULT_LAMBDA,
     HEADERS,
@@ -68,7 +69,7 @@ COLUMNS = (
     "holm_solved", "holm_escaped", "holm_steps", "holm_above", "holm_accuracy", "primary", "p_accuracy_t", "bimodal",
 )
 MINUS = "\u2212"
-EVENTS = ("solved", "escaped")
+EVENTS = ("solved", "escaped", "left_chance")
 """The paired binary outcomes of a run, in the order of `Pairing.flags`."""
 ABOVE = "above"
 """The paired binary outcome of a comparison at one test length: test accuracy there above the threshold."""
@@ -78,8 +79,8 @@ ABOVE = "above"
 class Pairing:
     """One comparison in one cell (at one test length for state tracking): `mixer` against `baseline`.
 
-    `pairs` {seed: (mixer score, baseline score)} over the shared seeds, `flags` each side's (solved, escaped)
-    there; `passages` each side's times to the threshold (all its runs), `endings` how each side's runs ended
+    `pairs` {seed: (mixer score, baseline score)} over the shared seeds, `flags` each side's (solved, escaped, left
+    chance) there; `passages` each side's times to the threshold (all its runs), `endings` how each side's runs ended
     (runs/stopping.py); `left_out` the seeds present (or expected) on one side only; `reason` why there
     is no pair at all (None when there is at least one)."""
 
@@ -102,6 +103,8 @@ class Pairing:
     """A comparison with the base model whose state is at least as large (frontier.py), not the same-size one."""
     keys: tuple[Hashable, Hashable] | None = field(default=None, compare=False, repr=False)
     """The table cells (row, d_model) of the two sides, when both have runs."""
+    left_chance: float | None = None
+    """`report.left_chance`: the multiple of chance a run's best validation accuracy must pass (reports/chance.py)."""
 
     @property
     def n_pairs(self) -> int:
@@ -330,7 +333,7 @@ def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base:
           length: int | None) -> Pairing:
     report = sweep.report
     pairing = Pairing(cell, mixer, baseline, _label(mixer), _label(baseline), report.threshold, report.plateau,
-                      length, (chosen.candidates, base.candidates))
+                      length, (chosen.candidates, base.candidates), left_chance=report.left_chance)
     if chosen.runs and base.runs:
         pairing.keys = ((chosen.runs[0].row, chosen.runs[0].d_model), (base.runs[0].row, base.runs[0].d_model))
     sides = []
@@ -362,10 +365,12 @@ def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base:
     return pairing
 
 
-def _flags(record: Record, report: Any) -> tuple[bool, bool]:
-    """(solved, escaped) of a run (escaped False without a plateau threshold; not known counts as not)."""
+def _flags(record: Record, report: Any) -> tuple[bool, bool, bool]:
+    """(solved, escaped, left chance) of a run (escaped False without a plateau threshold, left chance without
+    `report.left_chance`; not known counts as not)."""
     escaped = report.plateau is not None and record.escaped(report.plateau, report.threshold)
-    return bool(record.solved(report.threshold)), bool(escaped)
+    left = report.left_chance is not None and left_chance(record, report.left_chance)
+    return bool(record.solved(report.threshold)), bool(escaped), bool(left)
 
 
 def _label(mixer: str) -> str:

@@ -48,6 +48,11 @@ from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig
 
 Drawing = Figure | str
+
+
+class SaysNothing(str):
+    """Why a plot is not drawn when the sweep has its data but the figure would say nothing (one model size along a
+    d_model axis, survival curves that never leave 1): an earlier report's copy of it is removed too."""
 """A figure, or why there is none."""
 TITLE_WIDTH = 48
 """Characters per line of a panel's title: a 6-inch panel's title wraps before it runs into its neighbour's."""
@@ -74,6 +79,9 @@ def write_plots(sweep: Sweep, out: Path, palette: Palette | None = None) -> tupl
     written, skipped = [], {}
     for name, draw in PLOTS.items():
         drawing = draw(sweep, palette)
+        if isinstance(drawing, SaysNothing) and (out / name).is_file():
+            (out / name).unlink()
+            drawing = SaysNothing(f"{drawing} (the earlier report's copy removed)")
         if isinstance(drawing, str):
             skipped[name] = drawing
             continue
@@ -93,6 +101,9 @@ def acc_vs_d_model(sweep: Sweep, palette: Palette | None = None) -> Drawing:
             series.setdefault(label, []).append(_cell_group(cell, float(d_model), report))
     if not series:
         return "no run finished"
+    sizes = {g.x for groups in series.values() for g in groups}
+    if len(sizes) == 1:
+        return SaysNothing(f"one model size (d_model {int(sizes.pop())}): nothing to draw against d_model")
     fig, (ax,) = panels(1)
     seed_points(ax, series, styles)
     _log2_axis(ax, sorted({g.x for groups in series.values() for g in groups}), "d_model")
@@ -234,6 +245,8 @@ def kaplan_meier_plot(sweep: Sweep, palette: Palette | None = None) -> Drawing:
             arms_by_panel.setdefault(_panel_name(sweep, cell.runs[0]), {})[_arm_name(sweep, cell.runs[0])] = cell
     if not arms_by_panel:
         return "no finished run has a metrics.csv"
+    if not any(e.reached for arms in arms_by_panel.values() for c in arms.values() for e in c.passages(threshold)):
+        return SaysNothing(f"no run reached {100 * threshold:g}% validation accuracy: every curve would stay at 1")
     fig, axes = panels(len(arms_by_panel))
     for ax, (title, arms) in zip(axes, sorted(arms_by_panel.items()), strict=True):
         step = KM_NUDGE / max(len(arms) - 1, 1)
@@ -381,6 +394,38 @@ def _log2_axis(ax, ticks: list[float], label: str) -> None:
     ax.set_xlabel(label)
 
 
+def mad_tasks(sweep: Sweep, palette: Palette | None = None) -> Drawing:
+    """A MAD battery (`report.mad_score`): one panel per setting (task and its arguments, at one d_model), each arm's
+    reported runs as points by test accuracy, filled when solved, with the cell's counts above."""
+    if not sweep.report.mad_score:
+        return "not a MAD battery (report.mad_score)"
+    palette = palette or Palette.of(sweep)
+    report = sweep.report
+    by_panel: dict[str, dict[str, list[Group]]] = {}
+    styles = {}
+    for cell in sweep.cells().values():
+        if cell.values:
+            arm = _arm_name(sweep, cell.runs[0])
+            styles[arm] = palette.arm_style(arm)
+            by_panel.setdefault(_panel_name(sweep, cell.runs[0]), {})[arm] = [_cell_group(cell, 1.0, report)]
+    if not by_panel:
+        return "no run finished"
+    arms = list(dict.fromkeys(a for series in by_panel.values() for a in series))
+    fig, axes = panels(len(by_panel))
+    for ax, (title, series) in zip(axes, sorted(by_panel.items()), strict=True):
+        seed_points(ax, series, styles, slots=arms)
+        ax.set_xscale("log", base=2)
+        spread = spread_for(len(arms))
+        ax.set_xlim(2 ** (-spread / 2 - DODGE_MARGIN), 2 ** (spread / 2 + DODGE_MARGIN))
+        ax.set_xticks([])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("test accuracy (%)")
+        ax.set_ylim(-1, 101)
+        ax.set_title(title, pad=COUNTS_PAD)
+    fig.suptitle("MAD's tasks: each seed of each arm (configuration selected on validation)")
+    return finish(fig, axes, solved_key(report.plateau))
+
+
 PLOTS: dict[str, Callable[[Sweep, Palette], Drawing]] = {
     "acc_vs_d_model.png": acc_vs_d_model,
     "acc_vs_lr.png": acc_vs_lr,
@@ -388,4 +433,5 @@ PLOTS: dict[str, Callable[[Sweep, Palette], Drawing]] = {
     "acc_vs_seq_len.png": acc_vs_seq_len,
     "kaplan_meier.png": kaplan_meier_plot,
     "mqar_frontier.png": mqar_frontier,
+    "mad_tasks.png": mad_tasks,
 }

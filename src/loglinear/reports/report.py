@@ -13,6 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loglinear.reports.chance import NOTE as CHANCE_NOTE
+from loglinear.reports.chance import (
+    SELECTION_NOTE,
+    format_left_chance,
+    levels_text,
+    pooled_summary,
+    selection_against_confirmation,
+)
 from loglinear.reports.comparisons import comparison_line, length_paired_table, length_pairings, paired_lines
 from loglinear.reports.figures import Palette
 from loglinear.reports.files import CSV, PAIRED_CSV, PAIRED_LENGTH_CSV, TABLE, write_csv, write_paired_csv
@@ -21,6 +29,7 @@ from loglinear.reports.guard import protect_report
 from loglinear.reports.mad_score import mad_sections
 from loglinear.reports.paired import Pairing, TestResult, holm_family, paired_comparisons
 from loglinear.reports.plots import write_plots
+from loglinear.reports.primary import standing_line
 from loglinear.reports.ranking import lambda_ranking
 from loglinear.reports.recall_levels import write_recall_report
 from loglinear.reports.results import Sweep, load_sweep
@@ -56,9 +65,10 @@ RATE_NOTE = (
     "solved (a run that never was is censored where it ended), `never` when more than half never were; `m "
     "reached`: how many were. How the runs ended: `threshold` (solved), `plateau` (stopped by the budget, its best "
     "validation accuracy up by less than the run's `train.plateau_min_delta` over its last `train.plateau_window` "
-    "validations), `improving` (stopped by the budget while still improving), `diverged`, `failed`, `unknown` (no "
+    "validations), `improving` (stopped by the budget while still improving), `too short` (stopped by the budget "
+    "with fewer validations than that window: neither can be told), `diverged`, `failed`, `unknown` (no "
     "validation history). Accuracy given solved: mean test accuracy of the solved runs with its Student-t 95% "
-    "interval (one run: no interval). kaplan_meier.png draws the curves."
+    "interval (one run: no interval). kaplan_meier.png draws the curves (where a run reached the threshold)."
 )
 ESCAPED_NOTE = (
     "`k/n [low, high]`: k of the cell's n runs escaped the plateau: solved, or their final validation accuracy "
@@ -161,6 +171,9 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     report = sweep.report
     pct = pct_text(report.threshold)
     parts = [f"# {sweep.name}\n", sweep.protocol_text]
+    standing = standing_line(sweep)
+    if standing is not None:
+        parts.append(standing)
     if sweep.unavailable:
         parts.append(f"{REREPORTED} Not available: {'; '.join(sweep.unavailable)}.")
     parts += ["## Test accuracy\n",
@@ -172,8 +185,17 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
         parts += [f"## Escaped the plateau: runs solved or above {pct_text(plateau)}% final validation accuracy\n",
                   pivot(sweep, cells, lambda c: format_escape_rate(c, plateau, report.threshold)),
                   ESCAPED_NOTE.format(plateau=pct_text(plateau))]
+    multiple = report.left_chance
+    if multiple is not None:
+        parts += [f"## Left chance: runs whose best validation accuracy rose above {multiple:g} times chance\n",
+                  pivot(sweep, cells, lambda c: format_left_chance(c, multiple)),
+                  CHANCE_NOTE.format(multiple=multiple, levels=levels_text(sweep, multiple))]
     parts += [f"## Steps to {pct}% validation accuracy (Kaplan-Meier median)\n",
-              pivot(sweep, cells, lambda c: format_steps(c, report.threshold)),
+              pivot(sweep, cells, lambda c: format_steps(c, report.threshold))]
+    if not any(e.reached for c in cells.values() for e in c.passages(report.threshold)):
+        parts.append(f"No run reached {pct}% validation accuracy, so there is no kaplan_meier.png: every curve would "
+                     f"stay at 1.")
+    parts += [
               "## How the runs ended\n", pivot(sweep, cells, lambda c: format_endings(c, report.threshold)),
               "## Test accuracy of the solved runs\n",
               pivot(sweep, cells, lambda c: format_given_solved(c, report.threshold)), RATE_NOTE.format(pct=pct),
@@ -182,6 +204,10 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     stability = selection_stability(sweep)
     parts += ["## Selection stability\n", pivot(sweep, {k: format_stability(v) for k, v in stability.items()}, str),
               STABILITY_NOTE, stability_summary(stability)]
+    if multiple is not None and sweep.protocol is not None:
+        parts += ["## Left chance at the selected learning rate: selection runs against confirmation runs\n",
+                  pivot(sweep, selection_against_confirmation(sweep, cells, multiple), str), SELECTION_NOTE,
+                  pooled_summary(sweep, cells, multiple)]
     ranking = lambda_ranking(sweep, cells)
     if ranking:
         parts += ["## Ranking of the λ parameterisations\n", ranking, RANKING_NOTE.format(pct=pct)]

@@ -32,11 +32,11 @@ from typing import Any
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.models.config import INIT_OPTIONS
 from loglinear.reports.statistics import Event
-from loglinear.runs.config import GROUPS, ID_LABELS, SOLVED, ConfigError, identity, identity_difference
+from loglinear.runs.config import GROUPS, ID_LABELS, SOLVED, ConfigError, TrainConfig, identity, identity_difference
 from loglinear.runs.folder import FINISHED, RESULT, read_result
 from loglinear.runs.machine import machine_label
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
-from loglinear.runs.stopping import convergence, crossing_step
+from loglinear.runs.stopping import BUDGET_ENDS, budget_label, budget_validations, convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
 from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand
@@ -47,8 +47,6 @@ SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.ite
 SEED_KEYS = ("train.seed", "data.seed")
 DEFAULT_LAMBDA = ModelConfig.lambda_param
 VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
-BUDGET_ENDS = ("plateau", "improving")
-"""How a run that neither reached the threshold nor diverged or failed ended (runs/stopping.py)."""
 Candidate = tuple[Any, ...]
 """What a cell selects among: the values of the selected keys (`report.select`), `(lr,)` by default."""
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
@@ -177,7 +175,7 @@ class Record:
         recorded = self.result.get("convergence")
         ran = self.result.get("config")
         if not solved and recorded in BUDGET_ENDS and (not isinstance(ran, dict) or labels(ran) == self.labels):
-            return recorded
+            return budget_label(recorded, self.budget_validations, self.labels[0])
         if solved or self.status in ("diverged", "failed"):
             return convergence(self.status, solved, None, *self.labels)
         return convergence(self.status, solved, self.validation_curve, *self.labels)
@@ -187,6 +185,13 @@ class Record:
         """(plateau_window, plateau_min_delta): what tells a plateau from a run still improving (runs/stopping.py),
         the study's (the manifest's config; no part of the run's id)."""
         return labels(self.config)
+
+    @property
+    def budget_validations(self) -> int:
+        """The validations of the run's whole budget (runs/stopping.py)."""
+        train = self.config.get("train") or {}
+        return budget_validations(int(train.get("max_steps", TrainConfig.max_steps)),
+                                  int(train.get("val_every", TrainConfig.val_every)))
 
     @property
     def stop_threshold(self) -> float:

@@ -31,7 +31,6 @@ from typing import Any
 from loglinear.reports.files import ERROR, LABELS, MACHINE, RECALL, SELFCHECKS, read_csv
 from loglinear.reports.recall_levels import RECALL_COLUMNS
 from loglinear.reports.results import (
-    BUDGET_ENDS,
     Record,
     Sweep,
     arrange,
@@ -41,6 +40,7 @@ from loglinear.reports.results import (
 from loglinear.runs.config import ID_LABELS, ConfigError, RunConfig
 from loglinear.runs.folder import FINISHED, STATUSES
 from loglinear.runs.state_size import train_seq_len
+from loglinear.runs.stopping import BUDGET_ENDS, budget_label
 from loglinear.sweeps.plan import LR_KEY, configuration, stray
 from loglinear.sweeps.protocol import CONFIRMATION, SELECTION
 from loglinear.sweeps.spec import Run, SpecError, SweepSpec, describe, expand, load_spec
@@ -115,7 +115,9 @@ class CsvRecord(Record):
         if self.status in ("diverged", "failed"):
             return self.status
         written = self.columns.get("convergence")
-        return written if written in BUDGET_ENDS and self.labelled == self.labels else UNKNOWN
+        if written not in BUDGET_ENDS or self.labelled != self.labels:
+            return UNKNOWN
+        return budget_label(written, self.budget_validations, self.labels[0])
 
 
 def load_sweep_from_csv(path: str | Path, spec_path: str | Path, out: str | Path) -> Sweep:

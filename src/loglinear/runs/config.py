@@ -30,6 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 from loglinear.checks import check_float, check_int
 from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
 from loglinear.models.mixers import check_model
+from loglinear.runs.stopping import budget_validations
 from loglinear.synthetics import DataConfig
 from loglinear.synthetics.config import (
     check_data_config,
@@ -153,7 +154,7 @@ class TrainConfig:
         for name in ("threshold_evals", "plateau_window"):
             check_int(f"train.{name}", getattr(self, name), minimum=1)
         check_float("train.plateau_min_delta", self.plateau_min_delta, minimum=0, maximum=1)
-        validations = -(-self.max_steps // self.val_every)  # every val_every steps, and once at the end off that grid
+        validations = budget_validations(self.max_steps, self.val_every)
         if self.threshold_evals > validations:
             raise ValueError(f"train.threshold_evals={self.threshold_evals} is more than the {validations} "
                              f"validation(s) of the budget (train.max_steps={self.max_steps}, train.val_every="

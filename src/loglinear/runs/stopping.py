@@ -5,14 +5,18 @@ evaluations (`train.threshold_evals`, default 1: the first evaluation above it);
 its `steps_to_threshold`, and with early stopping on, the step it stops at. A run's *convergence* says how it
 ended: `threshold` (solved), `plateau` (ended by its budget, its best validation accuracy improved by less than
 `min_delta` over its last `window` evaluations), `improving` (ended by its budget while still improving by at
-least that much), `diverged`, `failed`; `unknown` where its validation history is not available.
+least that much), `too short` (ended by its budget with fewer evaluations than `window`: neither can be told),
+`diverged`, `failed`; `unknown` where its validation history is not available.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-CONVERGENCE = ("threshold", "plateau", "improving", "diverged", "failed", "unknown")
+TOO_SHORT = "too short"
+BUDGET_ENDS = ("plateau", "improving", TOO_SHORT)
+"""How a run that neither reached the threshold nor diverged or failed ended."""
+CONVERGENCE = ("threshold", *BUDGET_ENDS, "diverged", "failed", "unknown")
 
 History = Sequence[tuple[int, float]]
 """A run's validations in order: (steps trained, validation accuracy)."""
@@ -29,11 +33,18 @@ def crossing_step(history: History, threshold: float, evals: int = 1) -> int | N
     return None
 
 
+def budget_validations(max_steps: int, val_every: int) -> int:
+    """The validations of a run that trains its whole budget: every `val_every` steps, and once at the end off that
+    grid."""
+    return -(-max_steps // val_every)
+
+
 def budget_end(history: History, window: int, min_delta: float) -> str:
-    """`plateau` when the best validation accuracy of `history` rose by less than `min_delta` over its last `window`
-    evaluations (over all of them after the first when it has no more than `window`), else `improving`."""
-    if not history:
-        return "improving"
+    """`too short` when `history` has fewer than `window` evaluations; else `plateau` when its best validation
+    accuracy rose by less than `min_delta` over its last `window` evaluations (over all of them after the first when
+    it has exactly `window`), else `improving`."""
+    if len(history) < window:
+        return TOO_SHORT
     accuracies = [accuracy for _, accuracy in history]
     before = accuracies[:-window] or accuracies[:1]
     return "plateau" if max(accuracies) - max(before) < min_delta else "improving"
@@ -48,3 +59,9 @@ def convergence(status: str, solved: bool, history: History | None, window: int,
     if history is None:
         return "unknown"
     return budget_end(history, window, min_delta)
+
+
+def budget_label(label: str, validations: int, window: int) -> str:
+    """A recorded `plateau` or `improving` read again under the rule above: `too short` when the run's budget had
+    fewer than `window` validations (a run labelled before the rule); any other label as it is."""
+    return TOO_SHORT if label in BUDGET_ENDS and validations < window else label

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
+from loglinear.runs.stopping import TOO_SHORT, budget_validations
 from loglinear.sweeps import runner
 from loglinear.sweeps.extension import extendable
 from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
@@ -76,6 +77,9 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
               f"{', '.join(map(str, sizes)) or '-'})")
         for job in jobs:
             print(f"  pack: {' '.join(r.run_id for r in job)}")
+    short = budget_too_short(runs)
+    if short:
+        print(short)
     if spec.protocol is not None:
         seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
         if not extendable(spec):
@@ -88,6 +92,20 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
         print(f"then, once these selection runs are done: {extensions}; then each cell's "
               f"selected learning rate on the confirmation seeds {seeds} "
               f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
+
+
+def budget_too_short(runs: list[Run]) -> str | None:
+    """Why the budget cannot label the runs' ends (runs/stopping.py): fewer validations than the plateau window, so
+    a run ended by its budget is `too short`, neither plateau nor improving; None when every run's budget can."""
+    short = sorted({(budget_validations(t.max_steps, t.val_every), t.max_steps, t.val_every, t.plateau_window)
+                    for t in (r.config.train for r in runs)
+                    if budget_validations(t.max_steps, t.val_every) < t.plateau_window})
+    if not short:
+        return None
+    budgets = "; ".join(f"{v} validations (train.max_steps {m}, train.val_every {e}) below train.plateau_window {w}"
+                        for v, m, e, w in short)
+    return (f"the budget cannot label its runs: {budgets}: a run that ends by its budget is labelled `{TOO_SHORT}`, "
+            f"neither plateau nor improving")
 
 
 def print_status(out: Path) -> int:

@@ -10,15 +10,24 @@ The best case of each test on n paired seeds:
 Power, for `report.primary.effect`: McNemar by exact enumeration of the pairs' outcomes (each side solving
 independently at its stated rate); the paired t from the noncentral t distribution (normal differences); the
 signed-rank test by a seeded simulation of normal differences against its exact rejection region.
+In the outcome's units: an accuracy test's standardized effect times the pilots' standard deviation of the paired
+differences (`effect.sd`), a rate test's in the rates themselves; beside it the smallest difference detected with
+power TARGET_POWER, and the power for the spec's reference effect (`report.primary.reference`, the paper's gap): a
+primary whose power for it is below MIN_REFERENCE_POWER is refused unless declared `exploratory`.
+A committed study whose design cannot reach ALPHA reruns as committed when its spec declares `report.reproduces:
+results/NAME`, the folder of that study: the limitation is then stated (`Design.limitation`) on its every report.
 
 A two-stage protocol needs MIN_SELECTION_SEEDS selection seeds unless it opts out (`allow_few_selection_seeds`).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
@@ -26,12 +35,15 @@ from scipy import stats
 from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import (
     ALPHA,
+    MIN_REFERENCE_POWER,
     MIN_SELECTION_SEEDS,
     RATE_TESTS,
     SEED_KEYS,
+    SHIFT_TESTS,
     TEST_NAMES,
     Effect,
     Primary,
+    Reference,
 )
 from loglinear.sweeps.spec import SweepSpec, points
 
@@ -41,6 +53,14 @@ MAX_SEEDS = 200
 """Where the search for the smallest number of seeds that could work gives up."""
 SIMULATIONS, SIMULATION_SEED = 100_000, 0
 """The draws of `signed_rank_power` (its standard error is at most 0.0016) and their seed."""
+RESULTS_CSV = "results.csv"
+"""The file every committed study's report holds (reports/files.py writes it): what `report.reproduces` must name."""
+TARGET_POWER = 0.8
+"""The power at which the design check states the smallest difference a design detects."""
+LARGEST_SHIFT = 10.0
+"""Where the search for the smallest detectable standardized difference gives up (far beyond any design here)."""
+SHIFT_STEP, RATE_STEP = 0.01, 0.01
+"""The resolution of the smallest detectable difference: in standard deviations, and in rate."""
 
 
 class DesignError(ConfigError):
@@ -49,21 +69,57 @@ class DesignError(ConfigError):
 
 @dataclass(frozen=True)
 class Design:
-    """The primary comparison's test, its seeds, the best p-value they can give, and the power for the effect
-    (`primary` None: a spec without one, whose protocol passed the check of its selection seeds)."""
+    """The primary comparison's test, its seeds, the best p-value they can give, the power for the effect, the
+    smallest difference detected with TARGET_POWER (standard deviations for an accuracy test; the mixer's rate for a
+    rate test, the baseline's as stated), the power for the reference, and the limitation of a committed design
+    rerun as committed (`report.reproduces`)."""
 
     primary: Primary
     seeds: int
     best_p: float
     power: float | None
+    detectable: float | None = None
+    reference_power: float | None = None
+    limitation: str | None = None
 
     def text(self) -> str:
-        effect = self.primary.effect
-        power = ("no effect stated (report.primary.effect)" if self.power is None
-                 else f"power {self.power:.2f} for {effect_text(self.primary.test, effect)}")  # type: ignore[arg-type]
-        best = "any p from 2 seeds on" if self.primary.test == "accuracy_t" else f"best-case p {self.best_p:.2g}"
-        return (f"primary {self.primary.mixer} vs {self.primary.baseline}, {TEST_NAMES[self.primary.test]}, "
-                f"{self.seeds} seeds: {best}, alpha {ALPHA}; {power}")
+        primary = self.primary
+        best = "any p from 2 seeds on" if primary.test == "accuracy_t" else f"best-case p {self.best_p:.2g}"
+        power = ("no effect stated (report.primary.effect)" if self.power is None else
+                 f"power {self.power:.2f} for {effect_text(primary.test, primary.effect)}")  # type: ignore[arg-type]
+        parts = [f"primary {primary.mixer} vs {primary.baseline}, {TEST_NAMES[primary.test]}, {self.seeds} seeds: "
+                 f"{best}, alpha {ALPHA}; {power}"]
+        detectable = self.detectable_text()
+        if detectable:
+            parts.append(detectable)
+        if self.reference_power is not None:
+            parts.append(f"power {self.reference_power:.2f} for the reference, "
+                         f"{reference_text(primary.test, primary.reference)}")  # type: ignore[arg-type]
+        if primary.exploratory:
+            parts.append("declared exploratory (report.primary.exploratory): a verdict of no difference says little")
+        if self.limitation:
+            parts.append(self.limitation)
+        return "; ".join(parts)
+
+    def detectable_text(self) -> str | None:
+        """`power 0.8 from a difference of 0.8 standard deviations (20.3 points)`, or why there is none."""
+        primary, effect = self.primary, self.primary.effect
+        if primary.test in SHIFT_TESTS:
+            if self.detectable is None:
+                return f"no difference reaches power {TARGET_POWER:g} with {self.seeds} seeds"
+            points = "" if effect is None or effect.sd is None else f" ({points_text(self.detectable * effect.sd)})"
+            return f"power {TARGET_POWER:g} from a difference of {self.detectable:.2f} standard deviations{points}"
+        if primary.test in RATE_TESTS and effect is not None:
+            if self.detectable is None:
+                return f"no rate reaches power {TARGET_POWER:g} against the baseline's {effect.baseline:g}"
+            return (f"power {TARGET_POWER:g} from a rate of {self.detectable:.2f} against the baseline's "
+                    f"{effect.baseline:g} ({points_text(self.detectable - effect.baseline)})")  # type: ignore[operator]
+        return None
+
+
+def points_text(difference: float) -> str:
+    """An accuracy or rate difference in percentage points: `5.4 points`."""
+    return f"{100 * difference:.1f} points"
 
 
 def confirmation_seeds(spec: SweepSpec) -> int:
@@ -74,21 +130,71 @@ def confirmation_seeds(spec: SweepSpec) -> int:
 
 
 def check_design(spec: SweepSpec) -> Design | None:
-    """The spec's primary design (None without a primary); a DesignError when its best case is above ALPHA, or
-    when its two-stage protocol has fewer than MIN_SELECTION_SEEDS selection seeds and does not opt out."""
+    """The spec's primary design (None without a primary); a DesignError when its best case is above ALPHA (unless
+    the spec reproduces a committed study, `report.reproduces`), when its power for its reference is below
+    MIN_REFERENCE_POWER and it is not declared exploratory, or when its two-stage protocol has fewer than
+    MIN_SELECTION_SEEDS selection seeds and does not opt out."""
     check_selection_seeds(spec)
     primary = spec.report.primary
+    where = spec.path or spec.name
     if primary is None:
         return None
     n = confirmation_seeds(spec)
-    best = best_case_p(primary.test, n)
-    if best > ALPHA:
-        needed = next((m for m in range(n + 1, MAX_SEEDS + 1) if best_case_p(primary.test, m) <= ALPHA), None)
-        enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
-        raise DesignError(f"{spec.path or spec.name}: report.primary ({TEST_NAMES[primary.test]}) cannot reach alpha "
-                          f"{ALPHA} with {n} seeds (best-case p {best:.3g}); it needs {enough} confirmation seeds")
+    design = assess(primary, n)
+    if design.best_p > ALPHA:
+        if spec.report.reproduces is None:
+            needed = next((m for m in range(n + 1, MAX_SEEDS + 1) if best_case_p(primary.test, m) <= ALPHA), None)
+            enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
+            raise DesignError(f"{where}: report.primary ({TEST_NAMES[primary.test]}) cannot reach alpha {ALPHA} with "
+                              f"{n} seeds (best-case p {design.best_p:.3g}); it needs {enough} confirmation seeds")
+        check_reproduces(spec)
+        design = reproduced_limitation(design, spec.report.reproduces)
+    if (design.reference_power is not None and design.reference_power < MIN_REFERENCE_POWER
+            and not primary.exploratory):
+        raise DesignError(f"{where}: report.primary has power {design.reference_power:.2f} for its reference "
+                          f"({reference_text(primary.test, primary.reference)}), below {MIN_REFERENCE_POWER}: add "  # type: ignore[arg-type]
+                          f"confirmation seeds, or declare it report.primary.exploratory: true")
+    return design
+
+
+def reproduced_limitation(design: Design, reproduces: str) -> Design:
+    """`design` with the limitation of a committed design rerun as committed, where its best case is above ALPHA."""
+    if design.best_p <= ALPHA:
+        return design
+    needed = next((m for m in range(design.seeds + 1, MAX_SEEDS + 1)
+                   if best_case_p(design.primary.test, m) <= ALPHA), None)
+    enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
+    return dataclasses.replace(design, limitation=(
+        f"reproduces {reproduces} as committed: with {design.seeds} seeds its best case is p "
+        f"{design.best_p:.3g}, above alpha {ALPHA}, so it can never be significant ({enough} seeds could)"))
+
+
+def assess(primary: Primary, n: int) -> Design:
+    """The design of `primary` on n seeds, refusing nothing (a report states it whatever it is)."""
     power = None if primary.effect is None else power_of(primary.test, primary.effect, n)
-    return Design(primary, n, best, power)
+    reference = primary.reference
+    reference_power = None
+    if reference is not None:
+        effect = (Effect(mixer=reference.mixer, baseline=reference.baseline) if primary.test in RATE_TESTS else
+                  Effect(standardized=reference.difference / primary.effect.sd))  # type: ignore[operator, union-attr]
+        reference_power = power_of(primary.test, effect, n)
+    return Design(primary, n, best_case_p(primary.test, n), power, detectable_of(primary, n), reference_power)
+
+
+def check_reproduces(spec: SweepSpec) -> None:
+    """A DesignError unless `report.reproduces` names a committed study of this spec: a folder whose results.csv
+    holds runs of a sweep of the spec's name (its run ids, `NAME/...`)."""
+    folder = Path(spec.report.reproduces)  # type: ignore[arg-type]
+    where = spec.path or spec.name
+    candidates = [folder] if folder.is_absolute() else [folder, *([] if spec.path is None else
+                                                                  [p / folder for p in spec.path.resolve().parents])]
+    found = next((c for c in candidates if (c / RESULTS_CSV).is_file()), None)
+    if found is None:
+        raise DesignError(f"{where}: report.reproduces {spec.report.reproduces!r} is not a committed study's folder "
+                          f"(no {RESULTS_CSV} there): only a committed design reruns below alpha's reach")
+    if found.name != spec.name:
+        raise DesignError(f"{where}: report.reproduces {spec.report.reproduces!r} is another study's folder; a spec "
+                          f"reproduces only its own committed study (results/{spec.name})")
 
 
 def check_selection_seeds(spec: SweepSpec) -> None:
@@ -124,6 +230,45 @@ def logrank_best_case(n: int) -> float:
     return min(float(stats.logrank(stats.CensoredData(uncensored=list(times)), second).pvalue) for times in patterns)
 
 
+def detectable_of(primary: Primary, n: int) -> float | None:
+    """The smallest difference detected with TARGET_POWER on n seeds: in standard deviations for an accuracy test,
+    as the mixer's rate above the stated baseline rate for a rate test (None where none reaches it, or a rate test
+    without a stated baseline)."""
+    if primary.test in SHIFT_TESTS:
+        return smallest_shift(primary.test, n)
+    if primary.test in RATE_TESTS and primary.effect is not None:
+        return smallest_rate(primary.effect.baseline, n)  # type: ignore[arg-type]
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def smallest_shift(test: str, n: int) -> float | None:
+    """The smallest standardized difference, to SHIFT_STEP, whose power on n seeds is at least TARGET_POWER
+    (bisection: the power grows with the difference); None when even LARGEST_SHIFT does not reach it."""
+    def power(d: float) -> float:
+        return power_of(test, Effect(standardized=d), n)
+
+    if best_case_p(test, n) > ALPHA or power(LARGEST_SHIFT) < TARGET_POWER:
+        return None
+    low, high = 0, round(LARGEST_SHIFT / SHIFT_STEP)  # in steps: power(low) < target <= power(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if power(middle * SHIFT_STEP) >= TARGET_POWER else (middle, high)
+    return high * SHIFT_STEP
+
+
+def smallest_rate(baseline: float, n: int) -> float | None:
+    """The smallest mixer rate above `baseline`, to RATE_STEP, whose McNemar power on n seeds is at least
+    TARGET_POWER; None when no rate up to 1 reaches it."""
+    for step in range(1, round(1 / RATE_STEP) + 1):
+        rate = round(baseline + step * RATE_STEP, 10)
+        if rate > 1:
+            return None
+        if mcnemar_power(rate, baseline, n) >= TARGET_POWER:
+            return rate
+    return None
+
+
 def power_of(test: str, effect: Effect, n: int) -> float:
     """The probability that the primary test gives p <= ALPHA on n seeds under `effect`."""
     if test in RATE_TESTS:
@@ -138,12 +283,14 @@ def mcnemar_power(mixer: float, baseline: float, n: int) -> float:
     concordant) of its multinomial probability, where the exact McNemar p-value is at most ALPHA."""
     only_mixer, only_baseline = mixer * (1 - baseline), baseline * (1 - mixer)
     outcomes = [only_mixer, only_baseline, 1 - only_mixer - only_baseline]
-    total = 0.0
-    for a in range(n + 1):
-        for b in range(n + 1 - a):
-            if a + b and stats.binomtest(a, a + b, 0.5).pvalue <= ALPHA:
-                total += float(stats.multinomial.pmf([a, b, n - a - b], n, outcomes))
-    return total
+    return float(sum(stats.multinomial.pmf([a, b, n - a - b], n, outcomes) for a, b in mcnemar_rejects(n)))
+
+
+@functools.lru_cache(maxsize=64)
+def mcnemar_rejects(n: int) -> tuple[tuple[int, int], ...]:
+    """The counts (only the mixer, only the baseline) of n pairs whose exact McNemar p-value is at most ALPHA."""
+    return tuple((a, b) for a in range(n + 1) for b in range(n + 1 - a)
+                 if a + b and stats.binomtest(a, a + b, 0.5).pvalue <= ALPHA)
 
 
 def paired_t_power(standardized: float, n: int) -> float:
@@ -186,7 +333,20 @@ def signed_rank_power(standardized: float, n: int) -> float:
 
 
 def effect_text(test: str, effect: Effect) -> str:
+    """The effect in the test's units and, for an accuracy test with the pilots' spread, in points."""
     if test in RATE_TESTS:
         rates = "rates above the threshold" if test == "above" else "solve rates"
-        return f"{rates} {effect.mixer:g} vs {effect.baseline:g}"
-    return f"a paired difference of {effect.standardized:g} standard deviations"
+        return (f"{rates} {effect.mixer:g} vs {effect.baseline:g} "
+                f"({points_text(effect.mixer - effect.baseline)})")  # type: ignore[operator]
+    text = f"a paired difference of {effect.standardized:g} standard deviations"
+    if effect.sd is not None:
+        text += (f" ({points_text(effect.standardized * effect.sd)} at the SD of {points_text(effect.sd)} from "  # type: ignore[operator]
+                 f"{effect.sd_source})")
+    return text
+
+
+def reference_text(test: str, reference: Reference) -> str:
+    """`a paired difference of 5.4 points (the paper's ...)` or `rates 0.9 vs 0.3 (...)`."""
+    if test in RATE_TESTS:
+        return f"rates {reference.mixer:g} vs {reference.baseline:g} ({reference.source})"
+    return f"a paired difference of {points_text(reference.difference)} ({reference.source})"  # type: ignore[arg-type]

@@ -3,9 +3,15 @@
     report:                          # optional; every key optional
       threshold: 0.99                # solved: validation accuracy above it under the stopping rule (default SOLVED)
       plateau: 0.5                   # escaped: solved, or final validation accuracy above it (default: not reported)
+      plateau_gap: [0.014, 0.174]    # optional: the empty gap of the pilots' final validation accuracies; plateau
+                                     # then defaults to its middle and must lie inside it
+      left_chance: 5                 # optional: left chance: best validation accuracy above this many times chance
+                                     # (1 / the task's classes); described beside escaped, never tested
       mad_score: false               # true: MAD's per-task accuracy, solve rate and score (reports/mad_score.py)
       select: [train.lr]             # the training keys each cell selects over on validation: every combination
                                      # of their values (MAD: [train.lr, train.weight_decay]); train.lr among them
+      reproduces: results/NAME       # optional: this spec's committed study, rerun as committed even where its
+                                     # primary cannot reach alpha (the limitation stated on every report)
       primary:                       # the one comparison declared in advance (the others are secondary)
         mixer: log_linear_gated_deltanet    # or log_linear_mamba2[bounded] for a λ parameterisation
         baseline: gated_deltanet            # or log_linear_mamba2[softplus]
@@ -18,8 +24,14 @@
                                      # accuracy_t and above; solved, escaped and steps are the run's)
         effect: {mixer: 0.9, baseline: 0.3}   # optional: what the design must detect (rates of the event
                                               # for solved, escaped and above, {standardized: 1.0} for accuracy
-                                              # and accuracy_t: normal paired differences shifted by 1 sd); its
-                                              # power is printed
+                                              # and accuracy_t: normal paired differences shifted by 1 sd, with
+                                              # sd: the pilots' SD of those differences as an accuracy and
+                                              # sd_source: where it comes from); its power is printed
+        reference: {difference: 0.054, source: "..."}   # optional: an effect found elsewhere (the paper's gap) and
+                                              # where it comes from: a mean paired accuracy difference (accuracy,
+                                              # accuracy_t; needs effect.sd) or mixer and baseline rates
+        exploratory: false           # true: the design is declared too weak for its reference (power below
+                                     # MIN_REFERENCE_POWER); refused otherwise, and every report says so
     protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
       selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
       confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
@@ -65,6 +77,8 @@ a learning rate by which seeds happened to learn (docs/reports.md, "Selection st
 RATE_TESTS = ("solved", "escaped", "above")
 """The tests of paired binary outcomes (exact McNemar), whose effect is a pair of solve rates."""
 ALPHA = 0.05
+MIN_REFERENCE_POWER = 0.5
+"""A primary whose power for its named reference is below this is refused unless the spec declares it exploratory."""
 """The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
 SELECTION, CONFIRMATION = "selection", "confirmation"
 SEED_KEYS = ("train.seed", "data.seed")
@@ -82,10 +96,26 @@ class Effect:
     mixer: float | None = None
     baseline: float | None = None
     standardized: float | None = None
+    sd: float | None = None
+    """The standard deviation of the paired accuracy differences (an accuracy, 0.254 for 25.4 points) that puts the
+    standardized effect in the outcome's units: the pilots' spread, named by `sd_source`."""
+    sd_source: str | None = None
 
     def __str__(self) -> str:
-        return ", ".join(f"{f}: {getattr(self, f)}" for f in ("mixer", "baseline", "standardized")
+        return ", ".join(f"{f}: {getattr(self, f)}" for f in ("mixer", "baseline", "standardized", "sd")
                          if getattr(self, f) is not None) or "nothing"
+
+
+@dataclass
+class Reference:
+    """An effect found elsewhere that the design is judged against (the paper's gap): a mean paired accuracy
+    difference (`difference`, an accuracy) for the accuracy tests, or each side's rate of the event for the rate
+    tests; `source` says where it comes from."""
+
+    source: str = ""
+    difference: float | None = None
+    mixer: float | None = None
+    baseline: float | None = None
 
 
 @dataclass
@@ -98,6 +128,8 @@ class Primary:
     equal_state: bool = False
     effect: Effect | None = None
     outcome: str | None = None
+    reference: Reference | None = None
+    exploratory: bool = False
 
     def __post_init__(self) -> None:
         if self.test not in TESTS:
@@ -116,6 +148,8 @@ class Primary:
                               "the runs; for accuracy that runs either reach or not, use test: accuracy (Wilcoxon)")
         if self.effect is not None:
             _check_effect(self.test, self.effect)
+        if self.reference is not None:
+            _check_reference(self.test, self.reference, self.effect)
 
     def __str__(self) -> str:
         """The comparison as a spec declares it: `mixer vs baseline (test accuracy, cell d_model=16)`."""
@@ -133,8 +167,34 @@ def _check_effect(test: str, effect: Effect) -> None:
         if rates != (None, None) or effect.standardized is None or effect.standardized == 0:
             raise ConfigError(f"primary.effect of the {test} test: standardized, the mean paired difference over "
                               f"the differences' standard deviation (not 0), got {effect}")
+        if (effect.sd is None) != (effect.sd_source is None) or (effect.sd is not None and not 0.0 < effect.sd <= 1.0):
+            raise ConfigError(f"primary.effect.sd (the pilots' standard deviation of the paired accuracy differences, "
+                              f"an accuracy in (0, 1]) and primary.effect.sd_source (where it comes from) go together, "
+                              f"got sd {effect.sd!r}, sd_source {effect.sd_source!r}")
     else:
         raise ConfigError("primary.effect: the log-rank test of steps has no exact power here; leave effect out")
+    if test in RATE_TESTS and (effect.sd, effect.sd_source) != (None, None):
+        raise ConfigError(f"primary.effect of the {test} test is in rates already: leave sd and sd_source out")
+
+
+def _check_reference(test: str, reference: Reference, effect: Effect | None) -> None:
+    if not reference.source.strip():
+        raise ConfigError("primary.reference.source must say where the reference effect comes from")
+    rates = (reference.mixer, reference.baseline)
+    if test in RATE_TESTS:
+        if None in rates or reference.difference is not None or not all(0.0 <= r <= 1.0 for r in rates):
+            raise ConfigError(f"primary.reference of the {test} test: mixer and baseline, rates in [0, 1], got "
+                              f"mixer {reference.mixer!r}, baseline {reference.baseline!r}, difference "
+                              f"{reference.difference!r}")
+    elif test in SHIFT_TESTS:
+        if rates != (None, None) or reference.difference is None or not 0.0 < abs(reference.difference) <= 1.0:
+            raise ConfigError(f"primary.reference of the {test} test: difference, a mean paired accuracy difference "
+                              f"(not 0, at most 1 in size), got {reference.difference!r}")
+        if effect is None or effect.sd is None:
+            raise ConfigError("primary.reference of an accuracy test needs primary.effect.sd (the pilots' spread of "
+                              "the paired differences) to give its power")
+    else:
+        raise ConfigError("primary.reference: the log-rank test of steps has no exact power here; leave it out")
 
 
 @dataclass
@@ -144,8 +204,26 @@ class ReportConfig:
     primary: Primary | None = None
     mad_score: bool = False
     select: list[str] = field(default_factory=lambda: [LR_KEY])
+    reproduces: str | None = None
+    """The folder of the committed study this spec reran (results/NAME): its design may then stay below what a new
+    design needs (sweeps/power.py), with the limitation stated on every report."""
+    plateau_gap: list[float] | None = None
+    """The empty gap (low, high) of the pilots' final validation accuracies: the escaped threshold lies in it."""
+    left_chance: float | None = None
+    """A run left chance when its best validation accuracy rose above this many times chance (reports/chance.py)."""
 
     def __post_init__(self) -> None:
+        if self.plateau_gap is not None:
+            gap = self.plateau_gap
+            if len(gap) != 2 or not 0.0 <= gap[0] < gap[1] < 1.0:
+                raise ConfigError(f"plateau_gap must be [low, high], accuracies with 0 <= low < high < 1, got {gap}")
+            if self.plateau is None:
+                self.plateau = round((gap[0] + gap[1]) / 2, 6)
+            elif not gap[0] < self.plateau < gap[1]:
+                raise ConfigError(f"plateau {self.plateau} is outside plateau_gap {gap}: the escaped threshold lies "
+                                  f"in the pilots' empty gap")
+        if self.left_chance is not None and not self.left_chance > 1.0:
+            raise ConfigError(f"left_chance is a multiple of chance above 1, got {self.left_chance!r}")
         for name in ("threshold", "plateau"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value < 1.0:
