@@ -13,6 +13,7 @@ from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.sweeps import runner
 from loglinear.sweeps.extension import extendable
+from loglinear.sweeps.gpu_estimate import gpu_time_lines, read_figures
 from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import Progress
@@ -82,6 +83,8 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
               f"{', '.join(map(str, sizes)) or '-'})")
         for job in jobs:
             print(f"  pack: {' '.join(r.run_id for r in job)}")
+        for line in gpu_time_lines(spec, jobs, lambda stage: runner.jobs_of(stage, pack), read_figures()):
+            print(line)
     if spec.protocol is not None:
         seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
         if not extendable(spec):
