@@ -3,9 +3,10 @@
 Runs draw their own batches (their own data seeds); a mixture may give runs sequences of different lengths at
 one step, so sequences are padded at the end to the longest (token 0, no target: causal models read nothing
 after a position, so padding changes no scored logit), and a fixed training set batches of fewer rows at one step
-(the last batch of a component's epoch), so batches are padded to the most rows with rows that score nothing. The scored positions become indices into each run's
-flattened batch, padded to the most any run has with weight 0: shapes never depend on a tensor on the device,
-so the step needs no host synchronisation. The loss and accuracy per run read the weights.
+(the last batch of a component's epoch), so batches are padded to the most rows with rows that score nothing.
+The scored positions become indices into each run's flattened batch, padded to the most any run has with weight 0:
+shapes never depend on a tensor on the device, so the step needs no host synchronisation. The loss and accuracy
+per run read the weights.
 """
 
 from __future__ import annotations
