@@ -12,6 +12,7 @@ import argparse
 import os
 import signal
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -125,6 +126,9 @@ def sweep_parser() -> argparse.ArgumentParser:
                      help="train up to N runs that share the model, task and shapes together as one model, in one "
                           "process (or array task) each: the same results, far fewer steps on a GPU "
                           "(docs/runs.md#packed-runs)")
+    run.add_argument("--time-limit", type=int_option(1), metavar="S",
+                     help="local launcher: after S seconds start nothing more, stop the running runs after they save "
+                          "their checkpoints and exit with status 75 (not finished: run the same command again)")
     run.set_defaults(command=_run)
 
     status = commands.add_parser("status", help="each run's status from its folder and Slurm's queue (submits nothing)")
@@ -156,7 +160,9 @@ def _run(args: argparse.Namespace) -> int:
     from loglinear.reports.sweep_run import run_sweep
     from loglinear.sweeps.commands import Launch
 
-    launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet, args.pack)
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
+    launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet, args.pack,
+                    deadline)
     return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run)
 
 

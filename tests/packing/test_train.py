@@ -98,3 +98,13 @@ def test_a_pack_whose_batches_sometimes_score_nothing_ends_as_each_run_alone(tmp
         logged = {r["step"]: r for r in read_rows(tmp_path / "packed" / name / "metrics.csv") if "train/loss" in r}
         assert float(logged[str(step)]["train/loss"]) == 0.0
         assert logged[str(step)]["train/acc"] == logged[str(step - 5)]["train/acc"]
+
+
+def test_a_pack_of_runs_on_a_mixture_s_fixed_set_ends_as_each_run_alone(tmp_path):
+    """A fixed set of a mixture ends each component's epoch with a smaller batch, at a step of its own in each run's
+    order: the pack pads those batches with rows that score nothing. 70 examples in components of 47 and 23 at
+    batch 8: 6 and 3 batches, the last of 7 rows each, 9 steps an epoch."""
+    mixture = ["data=data/mqar_cpu.yaml", "data.task_args.vocab_size=32", "data.mixture=[{seq_len: 16, num_kv_pairs: "
+               "2, weight: 2}, {seq_len: 24, num_kv_pairs: 4, weight: 1}]", "data.eval_sets=[{seq_len: 16}]",
+               "data.train_size=70"]
+    _pack_against_alone(tmp_path, "gated_deltanet", data=mixture)

@@ -47,7 +47,8 @@ def run_pairs(tmp_path, monkeypatch):
     path.write_text(json.dumps(raw_spec()))
     started: list[list[tuple]] = []
 
-    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
         todo = [r for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
         started.append([(r.stage, r.point["model.mixer"], r.point["train.lr"], r.point["train.weight_decay"])
                          for r in todo])

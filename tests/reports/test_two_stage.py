@@ -62,7 +62,8 @@ def test_the_runner_expands_stage_two_from_the_selection_runs_alone(tmp_path, mo
         write_json_atomic(out / RUNS / run.run_id / "result.json", finished(1.0))
     started: list[list[str]] = []
 
-    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
         todo = [r for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
         started.append([r.stage for r in todo])
         for r in todo:
@@ -89,7 +90,8 @@ VALIDATION = {1.0e-3: 0.3, 1.0e-2: 0.5, 1.0e-1: 0.8, 1.0: 0.6}
 
 
 def extending_stand_in(started):
-    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
         todo = [r for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
         started.append([(r.stage, r.point["train.lr"]) for r in todo])
         for r in todo:
@@ -142,7 +144,8 @@ def test_an_edge_pick_extends_the_cells_compared_with_it_so_both_sides_compare_t
     path.write_text(json.dumps(spec))
     started: list[list[tuple[str, str, float]]] = []
 
-    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
         todo = [r for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
         started.append([(r.stage, r.point["model.mixer"], r.point["train.lr"]) for r in todo])
         for r in todo:

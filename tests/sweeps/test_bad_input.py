@@ -174,7 +174,8 @@ def test_two_architectures_with_one_row_label_are_refused_before_anything_runs(t
     assert len(expand(apart)) == 2
 
 
-def stand_in_training(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+def stand_in_training(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
     """`run_local` without training: each run not finished yet gets a result."""
     for run in runs:
         if read_result(run_dir(out, run.run_id)) is None:

@@ -66,7 +66,8 @@ def made_up_accuracy(mixer: str, lam: str, seed: int) -> float:
 def test_the_report_computes_the_declared_primary_and_ranks_the_parameterisations(tmp_path, monkeypatch):
     out = tmp_path / "out"
 
-    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
         for r in runs:
             if (out / RUNS / r.run_id / "result.json").is_file():
                 continue

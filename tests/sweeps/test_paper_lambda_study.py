@@ -96,7 +96,8 @@ def made_up_accuracy(mixer: str, lam: str, seed: int) -> float:
 def test_the_report_computes_the_declared_primary_without_extending_the_grid(tmp_path, monkeypatch):
     out, trained = tmp_path / "out", []
 
-    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None):
+    def train_stand_in(runs, out, workers=None, progress=None, grace_s=0.0, runs_per_gpu=None, pack=None,
+                   deadline=None):
         for r in runs:
             trained.append(r.stage)
             if r.stage == "selection":  # the lowest rate best everywhere: an edge pick, marked, not extended

@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader
 
 from loglinear.synthetics import DataConfig, SyntheticDataModule, get_task, load_data_config
 from loglinear.synthetics.config import as_data_config, training_set
-from loglinear.synthetics.streams import FixedBatches, TrainStream, fixed_chunks
+from loglinear.synthetics.seeding import EPOCH, FIXED, derive_seed, make_generator
+from loglinear.synthetics.streams import FixedBatches, TrainStream, component_sizes, fixed_chunks
 
 PRESETS = sorted((Path(__file__).parents[2] / "configs" / "data").glob("*.yaml"))
 SMALL = {
@@ -223,11 +224,77 @@ def test_a_fixed_training_set_is_the_same_whatever_the_batch_size(size):
     assert set(map(tuple, smaller.tolist())) <= set(epochs[0])  # a smaller set is the larger one's start
 
 
-def test_a_fixed_training_set_needs_one_task():
+def test_a_fixed_training_set_needs_a_positive_size():
     with pytest.raises(ValueError, match="train_size must be >= 1, got 0"):
         as_data_config({"task": "parity", "train_size": 0})
-    with pytest.raises(ValueError, match="train_size .* needs a single training task, not a mixture"):
-        as_data_config({"task": "parity", "train_size": 8, "mixture": [{"seq_len": 8}, {"seq_len": 16}]})
+
+
+def test_component_sizes_share_the_set_by_weight():
+    assert component_sizes([100000, 20000, 20000, 20000, 20000], 180000) == [100000, 20000, 20000, 20000, 20000]
+    assert component_sizes([1, 1, 1], 10) == [4, 3, 3]
+    assert component_sizes([5, 1], 3) == [3, 0]
+    assert sum(component_sizes([0.3, 0.7, 2.5], 1001)) == 1001
+
+
+def _mixture(size):
+    return as_data_config({"task": "mqar", "task_args": {"vocab_size": 64},
+                           "mixture": [{"seq_len": 16, "num_kv_pairs": 2, "weight": 60},
+                                       {"seq_len": 32, "num_kv_pairs": 4, "weight": 30},
+                                       {"seq_len": 32, "num_kv_pairs": 8, "weight": 10}],
+                           "train_size": size})
+
+
+def _epoch(stream, batches):
+    return [stream.batch(b) for b in range(batches)]
+
+
+def test_a_mixture_s_fixed_set_holds_each_component_s_share_once_an_epoch():
+    config = _mixture(100)
+    train = training_set(config)
+    stream = TrainStream(train, 8, seed=2, train_size=100)
+    sets = [torch.cat([c["inputs"] for c in fixed_chunks(task, 2, n, i)])
+            for i, (task, n) in enumerate(zip(train.tasks, [60, 30, 10], strict=True))]
+    batches = 8 + 4 + 2  # ceil(60 / 8) + ceil(30 / 8) + ceil(10 / 8)
+    for epoch in range(2):
+        seen = [[] for _ in sets]
+        for batch in _epoch(stream, batches * (epoch + 1))[batches * epoch:]:
+            pairs = set(batch["slices"]["num_kv_pairs"].tolist())
+            assert len(pairs) == 1  # a batch holds one component, as the fresh stream's do
+            seen[[2, 4, 8].index(pairs.pop())] += map(tuple, batch["inputs"].tolist())
+        for drawn, got in zip(sets, seen, strict=True):
+            assert sorted(got) == sorted(map(tuple, drawn.tolist()))
+    first, second = (torch.cat([b["inputs"][:, :16] for b in _epoch(stream, 2 * batches)[e * batches:][:batches]])
+                     for e in range(2))
+    assert not torch.equal(first, second)  # each epoch in its own order
+    again = TrainStream(train, 8, seed=2, start_step=17, train_size=100)
+    assert torch.equal(next(iter(again))["inputs"], stream.batch(17)["inputs"])  # a resumed run sees the same
+
+
+def test_a_mixture_s_fixed_set_is_the_same_whatever_the_batch_size():
+    config = _mixture(700)
+    sets = []
+    for batch_size in (8, 64, 300):
+        stream = TrainStream(training_set(config), batch_size, seed=0, train_size=700)
+        batches = sum(-(-n // batch_size) for n in (420, 210, 70))
+        sets.append(sorted(map(tuple, (x for b in _epoch(stream, batches) for x in b["inputs"].tolist()))))
+    assert sets[0] == sets[1] == sets[2] and len(sets[0]) == 700
+
+
+def test_a_single_task_s_fixed_set_is_what_it_was():
+    """The draws and the order of a single task's fixed set are keyed as before a mixture could have one."""
+    config = as_data_config({"task": "parity", "task_args": {"seq_len": 8}, "train_size": 10})
+    (task,) = training_set(config).tasks
+    drawn = torch.cat([c["inputs"] for c in fixed_chunks(task, 3, 10)])
+    assert torch.equal(drawn, task.sample(256, derive_seed(3, FIXED, 0)).to_dict()["inputs"][:10])
+    order = torch.randperm(10, generator=make_generator(derive_seed(3, EPOCH, 1)))
+    batch = TrainStream(training_set(config), 4, seed=3, train_size=10).batch(4)  # epoch 1, batch 1
+    assert torch.equal(batch["inputs"], drawn[order[4:8]])
+
+
+def test_a_data_module_trains_on_a_mixture_s_fixed_set():
+    module = SyntheticDataModule(_mixture(100))
+    expected = TrainStream(module.train_set, 64, seed=0, train_size=100).batch(0)
+    assert same(next(iter(module.train_dataloader())), expected)
 
 
 def test_the_training_set_is_refused_when_most_of_its_batches_would_score_nothing():

@@ -137,8 +137,8 @@ def test_the_manifest_records_the_count_written(tmp_path, capsys):
 
 @pytest.mark.parametrize(("overrides", "message"), [
     (["eval_sets=[{vocab_size: 32}]"], "set 'vocab_size=32' has vocab_size 32 but the training task has 16"),
-    (["mixture=[{seq_len: 64},{seq_len: 64}]"], "needs a single training task, not a mixture"),
-    (["mixture=[{seq_len: 64},{seq_len: 256}]"], "needs a single training task, not a mixture"),
+    (["mixture=[{seq_len: 64},{seq_len: 64}]"], "a single training task's fixed set, not a mixture's"),
+    (["mixture=[{seq_len: 64},{seq_len: 256}]"], "a single training task's fixed set, not a mixture's"),
     (["task_args.vocab_size=2"], "leaves 1 possible answer"),
 ])
 def test_a_preset_a_run_would_refuse_is_refused(tmp_path, capsys, overrides, message):

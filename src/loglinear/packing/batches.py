@@ -2,9 +2,11 @@
 
 Runs draw their own batches (their own data seeds); a mixture may give runs sequences of different lengths at
 one step, so sequences are padded at the end to the longest (token 0, no target: causal models read nothing
-after a position, so padding changes no scored logit). The scored positions become indices into each run's
-flattened batch, padded to the most any run has with weight 0: shapes never depend on a tensor on the device,
-so the step needs no host synchronisation. The loss and accuracy per run read the weights.
+after a position, so padding changes no scored logit), and a fixed training set batches of fewer rows at one step
+(the last batch of a component's epoch), so batches are padded to the most rows with rows that score nothing.
+The scored positions become indices into each run's flattened batch, padded to the most any run has with weight 0:
+shapes never depend on a tensor on the device, so the step needs no host synchronisation. The loss and accuracy
+per run read the weights.
 """
 
 from __future__ import annotations
@@ -38,13 +40,14 @@ class PackedBatch:
 
     @classmethod
     def of(cls, batches: Sequence[dict[str, Any]]) -> PackedBatch:
-        runs, B = len(batches), batches[0]["inputs"].shape[0]
-        T = max(b["inputs"].shape[1] for b in batches)
+        runs = len(batches)
+        B, T = (max(b["inputs"].shape[dim] for b in batches) for dim in (0, 1))
         inputs = torch.zeros(runs, B, T, dtype=torch.int64)
         targets = torch.full((runs, B, T), IGNORE_INDEX, dtype=torch.int64)
         for r, b in enumerate(batches):
-            inputs[r, :, : b["inputs"].shape[1]] = b["inputs"]
-            targets[r, :, : b["targets"].shape[1]] = b["targets"]
+            rows, length = b["inputs"].shape
+            inputs[r, :rows, :length] = b["inputs"]
+            targets[r, :rows, :length] = b["targets"]
         flat = targets.flatten(1)
         scored = [(row != IGNORE_INDEX).nonzero()[:, 0] for row in flat]
         P = max(len(s) for s in scored)

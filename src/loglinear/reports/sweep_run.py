@@ -22,9 +22,12 @@ from loglinear.sweeps.commands import Launch, print_plan, sweep_out
 from loglinear.sweeps.extension import extension_points, grid_step
 from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, check_owner, write_manifest
 from loglinear.sweeps.power import check_design
-from loglinear.sweeps.progress import ELSEWHERE
+from loglinear.sweeps.progress import ELSEWHERE, progress_line
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
 from loglinear.sweeps.spec import Run, SweepSpec, expand, load_spec
+
+NOT_FINISHED = 75
+"""The exit status of a `sweep run` stopped by its --time-limit with runs to go (EX_TEMPFAIL: run it again)."""
 
 
 def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False) -> int:
@@ -49,6 +52,11 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
         if spec.protocol is not None and not outcome.interrupted:
             runs, outcome = _confirm(launch, spec, runs, out, outcome)
     unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
+    if outcome.timed_out:
+        print(f"{progress_line(spec.name, list(outcome.statuses.values()))}\nloglinear sweep: time limit reached, not "
+              f"finished: {len(unfinished)} of {len(runs)} runs of this stage to go (the running ones saved their "
+              f"checkpoints); run the same command again to go on", file=sys.stderr)
+        return NOT_FINISHED
     if outcome.interrupted:
         if launch.launcher == "local":
             print(f"loglinear sweep: interrupted with {len(unfinished)} of {len(runs)} runs unfinished; resume with: "
@@ -75,7 +83,8 @@ def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
     confirmation = adopt_legacy(out, confirmation_runs(spec, load_sweep(out)))
     write_manifest(out, spec, [*runs, *confirmation])
     second = launch(f"{spec.name} confirmation", confirmation, out)
-    return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted)
+    return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted,
+                                                second.timed_out)
 
 
 def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
@@ -94,7 +103,7 @@ def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
         runs = [*runs, *extra]
         write_manifest(out, spec, runs)
         outcome = launch(f"{spec.name} grid extension {round_}", extra, out)
-        first = SweepOutcome({**first.statuses, **outcome.statuses}, outcome.interrupted)
+        first = SweepOutcome({**first.statuses, **outcome.statuses}, outcome.interrupted, outcome.timed_out)
         if outcome.interrupted:
             break
     return runs, first

@@ -14,6 +14,7 @@ from loglinear.runs.folder import FINISHED, status_of
 from loglinear.runs.stopping import TOO_SHORT, budget_validations
 from loglinear.sweeps import runner
 from loglinear.sweeps.extension import extendable
+from loglinear.sweeps.gpu_estimate import gpu_time_lines, read_figures
 from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
 from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import Progress
@@ -26,7 +27,8 @@ class Launch:
     """How `sweep run` starts runs: `launcher` "local" (processes here: `workers` at a time, or `runs_per_gpu`
     on each GPU) or "submitit" (a Slurm job array of `workers` parallelism, `executor` KEY=VALUE parameters);
     `quiet`: no progress line; `pack` N: each process (or array task) trains up to N runs that can share a pack
-    together (packing/), else one run."""
+    together (packing/), else one run; `deadline` (time.monotonic(), local launcher only): no process starts after
+    it, and the running ones save their checkpoints and stop (`sweep run --time-limit`)."""
 
     launcher: str = "local"
     workers: int | None = None
@@ -34,10 +36,14 @@ class Launch:
     executor: tuple[str, ...] = ()
     quiet: bool = False
     pack: int | None = None
+    deadline: float | None = None
 
     def __post_init__(self) -> None:
         if self.runs_per_gpu is not None and self.launcher != "local":
             raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
+        if self.deadline is not None and self.launcher != "local":
+            raise ConfigError("--time-limit is for the local launcher (Slurm stops and requeues its tasks at their own "
+                              "time limit: --executor timeout_min=M)")
 
     def __call__(self, name: str, runs: list[Run], out: Path) -> SweepOutcome:
         """Run `runs` (skipping finished ones), showing progress under `name`."""
@@ -47,7 +53,8 @@ class Launch:
 
             return submit_array(runs, out, name, self.workers, parse_executor_args(list(self.executor)), progress,
                                 self.pack)
-        return runner.run_local(runs, out, self.workers, progress, runs_per_gpu=self.runs_per_gpu, pack=self.pack)
+        return runner.run_local(runs, out, self.workers, progress, runs_per_gpu=self.runs_per_gpu, pack=self.pack,
+                                deadline=self.deadline)
 
 
 def sweep_out(spec: SweepSpec, out: str | None) -> Path:
@@ -77,6 +84,8 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
               f"{', '.join(map(str, sizes)) or '-'})")
         for job in jobs:
             print(f"  pack: {' '.join(r.run_id for r in job)}")
+        for line in gpu_time_lines(spec, jobs, lambda stage: runner.jobs_of(stage, pack), read_figures()):
+            print(line)
     short = budget_too_short(runs)
     if short:
         print(short)

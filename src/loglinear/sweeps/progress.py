@@ -75,6 +75,11 @@ class Progress:
             self.stream.flush()
 
 
+def progress_line(name: str, statuses: list[str]) -> str:
+    """The counts of `statuses` as the progress line shows them, without an ETA."""
+    return Progress(name, enabled=False).line(Counter(category(s) for s in statuses), None)
+
+
 def eta_seconds(durations: list[float], pending: int, running_elapsed: list[float], workers: int) -> float | None:
     """Time left: the mean duration of the runs finished so far for each pending run and for the rest
     of each running one, shared among the workers; None before any run has finished. `durations` are whole

@@ -145,10 +145,11 @@ class RunFault(OSError):
 
 @dataclass
 class SweepOutcome:
-    """Final statuses by run id, and whether the sweep was interrupted."""
+    """Final statuses by run id, and whether the sweep was interrupted (`timed_out`: by its time limit)."""
 
     statuses: dict[str, str]
     interrupted: bool = False
+    timed_out: bool = False
 
 
 @dataclass
@@ -182,10 +183,12 @@ class _StopRequest:
 
 
 def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: Progress | None = None,
-              grace_s: float = GRACE_S, runs_per_gpu: int | None = None, pack: int | None = None) -> SweepOutcome:
+              grace_s: float = GRACE_S, runs_per_gpu: int | None = None, pack: int | None = None,
+              deadline: float | None = None) -> SweepOutcome:
     """Run every unfinished run of `runs` into `out/runs/<id>`, `workers` processes at a time or `runs_per_gpu` on
     each GPU (`worker_envs`), each process one run or (`pack` N) a pack of up to N runs (`jobs_of`); returns the
-    statuses (see module docstring). Call it inside `exclusive_sweep(out)`."""
+    statuses (see module docstring). At `deadline` (time.monotonic()), as on a signal, no process starts any more and
+    the running ones save their checkpoints and stop (`timed_out`). Call it inside `exclusive_sweep(out)`."""
     progress = progress or Progress("sweep", enabled=False)
     statuses = {r.run_id: status_of(run_dir(out, r.run_id)) for r in runs}
     statuses = {rid: s if s in FINISHED else "pending" for rid, s in statuses.items()}
@@ -197,9 +200,13 @@ def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: 
     durations: list[float] = []
     stop = _StopRequest()
     previous = stop.install()
+
+    def timed_out() -> bool:
+        return deadline is not None and time.monotonic() >= deadline
+
     try:
         try:
-            while (todo or active) and stop.signal is None:
+            while (todo or active) and stop.signal is None and not timed_out():
                 while todo and free:
                     job = todo.popleft()
                     directories = [run_dir(out, r.run_id).resolve() for r in job]
@@ -231,12 +238,14 @@ def run_local(runs: list[Run], out: Path, workers: int | None = None, progress: 
         for rid, status in statuses.items():
             if status == ELSEWHERE and is_finished(run_dir(out, rid)):
                 statuses[rid] = status_of(run_dir(out, rid))  # finished meanwhile by the other process
-        if stop.signal is not None:
+        if stop.signal is not None or timed_out():
             _interrupt(active, stop, grace_s)
             for job in active:
                 for run, directory in zip(job.runs, job.directories, strict=True):
                     statuses[run.run_id] = status_of(directory) if is_finished(directory) else "pending"
-            return SweepOutcome(statuses, interrupted=True)
+            unfinished = any(s not in FINISHED for s in statuses.values())
+            return SweepOutcome(statuses, interrupted=stop.signal is not None or unfinished,
+                                timed_out=stop.signal is None and unfinished)
         return SweepOutcome(statuses)
     finally:
         for job in active:

@@ -41,8 +41,9 @@ class DataConfig:
       is zoology's protocol, which validates on its test mix).
     - `batch_size`; `val_size` and `test_size`: examples per validation / test set.
     - `train_size`: None (fresh examples every step) or N: train on a fixed set of N examples cycled by
-      epochs (MAD's protocol; `TrainStream`); needs a single training task, not a mixture. The set is drawn
-      once from `seed` in draws of 256 examples (`streams.fixed_chunks`): the same set whatever `batch_size`.
+      epochs (MAD's protocol; `TrainStream`); with a mixture, each component holds its share of N by weight
+      (zoology's fixed Based set). The set is drawn once from `seed` in draws of 256 examples
+      (`streams.fixed_chunks`): the same set whatever `batch_size`.
     - `seed`: keys every batch (training step n, validation and test batches draw from separate,
       disjoint seed streams). `num_workers`: DataLoader worker processes.
     """
@@ -86,8 +87,6 @@ def check_data_config(data: DataConfig) -> DataConfig:
     check_int("num_workers", data.num_workers, minimum=0)
     if data.train_size is not None:
         check_int("train_size", data.train_size, minimum=1)
-        if data.mixture:
-            raise ValueError("train_size (a fixed training set) needs a single training task, not a mixture")
     if data.validate_on not in VALIDATE_ON:
         raise ValueError(f"validate_on must be one of {list(VALIDATE_ON)}, got {data.validate_on!r}")
     if not data.eval_sets:

@@ -147,8 +147,8 @@ def _arrays(config: DataConfig, train_size: int) -> tuple[DataConfig, list[Array
     """The preset as the export records it (`data.train_size` the count written) and every file pair to write,
     checked as a run checks its data: an ExportError naming what a run would refuse."""
     if config.mixture:
-        raise ExportError("the export writes the fixed training set a run with data.train_size trains on, which "
-                          "needs a single training task, not a mixture: export each component as a preset of its own")
+        raise ExportError("the export writes a single training task's fixed set, not a mixture's (a set per "
+                          "component): export each component as a preset of its own")
     if config.train_size is not None and config.train_size != train_size:
         raise ExportError(f"the preset's train_size {config.train_size} and --train-size {train_size} differ: "
                           "give one of them")

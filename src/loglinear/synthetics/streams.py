@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
+from torch import Tensor
 from torch.utils.data import Dataset, IterableDataset, get_worker_info
 
 from loglinear.synthetics.config import TaskSet
@@ -33,15 +34,39 @@ FIXED_CHUNK = 256
 """Examples per draw of a fixed training set (`data.train_size`): the set is the same whatever `data.batch_size`."""
 
 
-def fixed_chunks(task: Task, seed: int, size: int) -> Iterator[dict[str, Any]]:
+def fixed_chunks(task: Task, seed: int, size: int, *component: int) -> Iterator[dict[str, Any]]:
     """The fixed training set of `size` examples of `task`, in draws of FIXED_CHUNK examples: draw c is keyed by
-    (seed, FIXED, c), the last cut to the set's size. The set is the first `size` examples of these draws, so a
-    larger set holds a smaller one (same seed) as its start, and `data.batch_size` plays no part."""
+    (seed, FIXED, c), the last cut to the set's size (a mixture's component i: (seed, FIXED, i, c)). The set is the
+    first `size` examples of these draws, so a larger set holds a smaller one (same seed) as its start, and
+    `data.batch_size` plays no part."""
     for chunk, start in enumerate(range(0, size, FIXED_CHUNK)):
-        batch = task.sample(FIXED_CHUNK, derive_seed(seed, FIXED, chunk)).to_dict()
+        batch = task.sample(FIXED_CHUNK, derive_seed(seed, FIXED, *component, chunk)).to_dict()
         rows = min(FIXED_CHUNK, size - start)
         yield {"inputs": batch["inputs"][:rows], "targets": batch["targets"][:rows],
                "slices": {k: v[:rows] for k, v in batch["slices"].items()}}
+
+
+def component_sizes(weights: Sequence[float], size: int) -> list[int]:
+    """How many of a fixed set's `size` examples each mixture component holds: its share by weight, rounded by the
+    largest remainders (ties to the earlier component), so they sum to `size` (zoology's Based mix, whose weights are
+    its example counts, at their sum: those counts exactly)."""
+    total = sum(weights)
+    shares = [size * w / total for w in weights]
+    counts = [int(s) for s in shares]
+    by_remainder = sorted(range(len(shares)), key=lambda i: (counts[i] - shares[i], i))
+    for i in by_remainder[: size - sum(counts)]:
+        counts[i] += 1
+    return counts
+
+
+def _concatenated(chunks: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"inputs": torch.cat([c["inputs"] for c in chunks]), "targets": torch.cat([c["targets"] for c in chunks]),
+            "slices": {k: torch.cat([c["slices"][k] for c in chunks]) for k in chunks[0]["slices"]}}
+
+
+def _rows(examples: dict[str, Any], rows: Tensor) -> dict[str, Any]:
+    return {"inputs": examples["inputs"][rows], "targets": examples["targets"][rows],
+            "slices": {k: v[rows] for k, v in examples["slices"].items()}}
 
 
 def choose_task(task_set: TaskSet, *key: int) -> Task:
@@ -64,8 +89,12 @@ class TrainStream(IterableDataset):
     With `train_size` N, training draws from a fixed set instead: N examples drawn once (`fixed_chunks`: the
     same whatever the batch size; what `loglinear data export` writes), cycled by epochs of ceil(N / batch_size)
     batches, in an order drawn anew each epoch from (seed, epoch); batch key k is batch k mod that count of
-    epoch k div it (the last batch of an epoch is smaller when batch_size does not divide N). A fixed set needs
-    a single training task (`DataConfig` refuses a mixture with `train_size`).
+    epoch k div it (the last batch of an epoch is smaller when batch_size does not divide N). A mixture's fixed set
+    gives each component its share of N by weight (`component_sizes`: zoology's Based mix, whose weights are its
+    example counts, at N = their sum holds those counts), drawn once per component (`fixed_chunks`); as in the fresh
+    stream, a batch holds one component's examples: an epoch cuts each component's examples, in an order drawn from
+    (seed, epoch, component), into ceil(n / batch_size) batches and visits all the components' batches in an order
+    drawn from (seed, epoch).
     """
 
     def __init__(
@@ -75,7 +104,7 @@ class TrainStream(IterableDataset):
         self.task_set, self.batch_size, self.seed = task_set, batch_size, seed
         self.start_step, self.rank, self.world_size = start_step, rank, world_size
         self.train_size = train_size
-        self._fixed: dict[str, Any] | None = None
+        self._fixed: list[dict[str, Any]] | None = None
 
     def batch(self, step: int) -> dict[str, Any]:
         key = step * self.world_size + self.rank
@@ -89,16 +118,29 @@ class TrainStream(IterableDataset):
 
     def _fixed_batch(self, key: int) -> dict[str, Any]:
         if self._fixed is None:
-            (task,) = self.task_set.tasks
-            chunks = list(fixed_chunks(task, self.seed, self.train_size))
-            self._fixed = {part: torch.cat([c[part] for c in chunks]) for part in ("inputs", "targets")}
-            self._fixed["slices"] = {k: torch.cat([c["slices"][k] for c in chunks]) for k in chunks[0]["slices"]}
-        epoch, index = divmod(key, -(-self.train_size // self.batch_size))
-        order = torch.randperm(self.train_size, generator=make_generator(derive_seed(self.seed, EPOCH, epoch)))
-        rows = order[index * self.batch_size : (index + 1) * self.batch_size]
-        fixed = self._fixed
-        return {"inputs": fixed["inputs"][rows], "targets": fixed["targets"][rows],
-                "slices": {k: v[rows] for k, v in fixed["slices"].items()}}
+            self._fixed = self._fixed_sets()
+        counts = [-(-len(examples["inputs"]) // self.batch_size) for examples in self._fixed]
+        epoch, index = divmod(key, sum(counts))
+        if len(self._fixed) == 1:
+            component, within = 0, index
+            key_of_order: tuple[int, ...] = (self.seed, EPOCH, epoch)
+        else:  # the epoch's batches of every component, in an order drawn from (seed, epoch)
+            batches = torch.randperm(sum(counts), generator=make_generator(derive_seed(self.seed, EPOCH, epoch)))
+            start = int(batches[index])
+            component = bisect.bisect_right(list(itertools.accumulate(counts)), start)
+            within = start - sum(counts[:component])
+            key_of_order = (self.seed, EPOCH, epoch, component)
+        examples = self._fixed[component]
+        order = torch.randperm(len(examples["inputs"]), generator=make_generator(derive_seed(*key_of_order)))
+        return _rows(examples, order[within * self.batch_size : (within + 1) * self.batch_size])
+
+    def _fixed_sets(self) -> list[dict[str, Any]]:
+        """The fixed training set, one part per component that holds examples (a single task: one part)."""
+        if len(self.task_set.tasks) == 1:
+            return [_concatenated(list(fixed_chunks(self.task_set.tasks[0], self.seed, self.train_size)))]
+        sizes = component_sizes(self.task_set.weights, self.train_size)
+        return [_concatenated(list(fixed_chunks(task, self.seed, size, i)))
+                for i, (task, size) in enumerate(zip(self.task_set.tasks, sizes, strict=True)) if size]
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         worker = get_worker_info()

@@ -1,0 +1,87 @@
+"""`sweep run --dry-run --pack N`: the GPU time of a sweep's packs from the packing benchmark's GPU figures, or plainly
+none when benchmarks/RESULTS.md holds no GPU measurement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from loglinear.cli import sweep_main
+from loglinear.sweeps import gpu_estimate
+from loglinear.sweeps.gpu_estimate import read_figures
+
+SPEC = Path(__file__).parents[2] / "configs" / "sweeps" / "mqar_paper_gpu.yaml"
+
+
+def _section(machine: str, rows: list[tuple[str, int, str, float]], batch: int = 256) -> str:
+    table = "\n".join(f"| {m} | {d} | {n} | {r:,.1f} | 0 | 1.00 |  |" for m, d, n, r in rows)
+    return (f"# Benchmark results\n\n<!-- begin:packing: training throughput -->\n## packing: training throughput\n\n"
+            f"- machine: {machine}\n- date: 2026-12-01 10:00\n- command: `python -m benchmarks.packing`\n\n"
+            f"The paper's MQAR model at 256 tokens, vocabulary 8,192, batch {batch}, 64 scored positions per sequence."
+            f"\n\n| mixer | d_model | pack | run-steps/s | sequences/s | cost | note |\n|---|---|---|---|---|---|---|\n"
+            f"{table}\n<!-- end:packing: training throughput -->\n")
+
+
+GPU = "AMD EPYC, 16 cores visible, torch 2.13.0 (16 threads), GPU NVIDIA H100 80GB HBM3"
+ROWS = [("gated_deltanet", 16, "alone", 25.0), ("gated_deltanet", 16, "4", 500.0), ("gated_deltanet", 16, "16", 2000.0),
+        ("log_linear_gated_deltanet", 16, "4", 250.0), ("log_linear_gated_deltanet", 16, "16", 1000.0)]
+
+
+def test_no_gpu_figure_is_said_so(tmp_path):
+    assert read_figures(tmp_path / "absent.md") is None
+    cpu = tmp_path / "cpu.md"
+    cpu.write_text(_section("AMD EPYC, 2 cores visible, torch 2.13.0+cpu (1 threads)", ROWS, batch=64))
+    assert read_figures(cpu) is None
+    other = tmp_path / "other.md"
+    other.write_text("# Benchmark results\n\n## packing: something else\n")
+    assert read_figures(other) is None
+
+
+def test_gpu_figures_are_read_by_mixer_size_and_pack(tmp_path):
+    path = tmp_path / "gpu.md"
+    path.write_text(_section(GPU, ROWS))
+    figures = read_figures(path)
+    assert figures is not None and figures.batch == 256 and figures.machine == "NVIDIA H100 80GB HBM3"
+    assert figures.rate("gated_deltanet", 16, 1) == (25.0, 0)  # a run alone: the alone row
+    assert figures.rate("gated_deltanet", 16, 16) == (2000.0, 16)
+    assert figures.rate("gated_deltanet", 16, 8) == (500.0, 4)  # the largest measured pack below
+    assert figures.rate("gated_deltanet", 16, 2) == (500.0, 4)  # none below: the smallest above
+    assert figures.rate("gated_deltanet", 32, 16) is None
+
+
+@pytest.fixture
+def dry_run(tmp_path, monkeypatch, capsys):
+    def run(section: str | None) -> str:
+        results = tmp_path / "RESULTS.md"
+        if section is not None:
+            results.write_text(section)
+        monkeypatch.setattr(gpu_estimate, "RESULTS", results)
+        assert sweep_main(["run", str(SPEC), "--out", str(tmp_path / "out"), "--dry-run", "--pack", "16"]) == 0
+        assert not (tmp_path / "out").exists()
+        return capsys.readouterr().out
+
+    return run
+
+
+def test_the_dry_run_of_the_paper_study_gives_each_stage_s_gpu_minutes(dry_run):
+    out = dry_run(_section(GPU, ROWS))
+    assert "GPU time of the training steps alone, from benchmarks/RESULTS.md's \"packing: training throughput\" " \
+           "(NVIDIA H100 80GB HBM3, 2026-12-01 10:00, batch 256)" in out
+    # a pack of 16 per arm: 22,500 steps x 16 runs at 2,000 and 1,000 run-steps/s = 180 + 360 s
+    assert "  these unfinished runs: 2 packs, 9.0 GPU minutes" in out
+    assert "  confirmation, 32 runs: 2 packs, 9.0 GPU minutes" in out
+    # a round adds one rate on the 4 selection seeds to each arm: packs of 4 at 500 and 250 run-steps/s, 180 + 360 s
+    assert "  each grid-extension round, if any, at most 8 runs: 2 packs, 9.0 GPU minutes" in out
+    only_one = dry_run(_section(GPU, ROWS[:3]))
+    assert "these unfinished runs: 2 packs, 3.0 GPU minutes" in only_one
+    assert "3.0 GPU minutes; no figure for log_linear_gated_deltanet at d_model 16, batch 256, pack of 16 " \
+           "(not counted)" in only_one
+
+
+def test_the_dry_run_says_plainly_that_no_gpu_figure_exists(dry_run):
+    out = dry_run(None)
+    assert "GPU time: no GPU figure (benchmarks/RESULTS.md's \"packing: training throughput\" holds no GPU " \
+           "measurement" in out and "GPU minutes" not in out
+    cpu = dry_run(_section("AMD EPYC, 2 cores visible, torch 2.13.0+cpu (1 threads)", ROWS, batch=64))
+    assert "GPU time: no GPU figure" in cpu and "GPU minutes" not in cpu

@@ -1,0 +1,61 @@
+"""`sweep run --time-limit S`: a study spread over commands of bounded length, each ending with a progress line and
+the status that says "not finished, run again", the next resuming where the last stopped."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from loglinear.cli import sweep_main
+from loglinear.runs.config import ConfigError
+from loglinear.sweeps.commands import Launch
+from loglinear.sweeps.runner import run_local
+from loglinear.sweeps.spec import expand, load_spec
+
+from .sweep_helpers import sweep_cli, write_spec
+
+
+def test_a_spent_time_limit_starts_nothing_and_says_the_sweep_is_not_finished(tmp_path):
+    runs = expand(load_spec(write_spec(tmp_path, {"train.seed": [0, 1]})))
+    outcome = run_local(runs, tmp_path / "out", workers=1, deadline=time.monotonic())
+    assert outcome.timed_out and outcome.interrupted
+    assert set(outcome.statuses.values()) == {"pending"}
+    assert not (tmp_path / "out" / "runs").exists()
+
+
+def test_the_time_limit_is_the_local_launcher_s():
+    with pytest.raises(ConfigError, match="--time-limit is for the local launcher"):
+        Launch("submitit", deadline=time.monotonic() + 60)
+
+
+def test_a_time_limited_sweep_stops_its_runs_with_their_checkpoints_and_the_next_command_resumes(tmp_path):
+    spec = write_spec(tmp_path, {"train.seed": [0, 1, 2]}, **{"train.max_steps": 2000, "train.val_every": 10,
+                                                               "train.early_stop_threshold": None})
+    out = tmp_path / "out"
+    folders = [out / "runs" / r.run_id for r in expand(load_spec(spec))]
+    env = {"OMP_NUM_THREADS": "1"}
+    first = sweep_cli("run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2", "--time-limit", "25",
+                      env=env)
+    assert first.returncode == 75, first.stderr
+    assert "time limit reached, not finished" in first.stderr and "run the same command again" in first.stderr
+    assert "[tiny] done 0, diverged 0, failed 0, running 0, pending 3 / total 3" in first.stderr
+    assert not any((f / "result.json").exists() for f in folders)
+    assert not (out / "table.md").exists()
+    paused = [f for f in folders if (f / "interrupted.ckpt").is_file() or (f / "last.ckpt").is_file()]
+    assert len(paused) == 2  # the pack of two saved; the third run had not started
+
+    second = sweep_cli("run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2", env=env)
+    assert second.returncode == 0, second.stderr
+    for folder in folders:
+        assert json.loads((folder / "result.json").read_text())["status"] == "max_steps"
+    for folder in folders:  # the pack's runs trained in two commands, the third in one
+        assert (folder / "train.log").read_text().count("=== 20") == (2 if folder in paused else 1)
+
+
+def test_a_time_limit_must_be_a_positive_number_of_seconds(tmp_path, capsys):
+    spec = write_spec(tmp_path, {"train.seed": [0]})
+    assert sweep_main(["run", str(spec), "--out", str(tmp_path / "out"), "--time-limit", "0"]) == 2
+    assert "--time-limit" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
