@@ -1,7 +1,7 @@
 #!/bin/bash
 # Run from the repository root on one CUDA GPU: `loglinear doctor` beside the sweep agreement, then the Mamba-2
-# kernel benchmark at the paper's shape alone. As run, each command had a time limit (doctor 160 s, the benchmark
-# 140 s): the logs show where one was stopped (exit 124).
+# kernel benchmark at the paper's shape alone. As recorded, doctor was stopped after 160 s and the benchmark after
+# 140 s (timeout, exit 124): their logs end there.
 set -u
 L=${LOGS:-logs}; mkdir -p "$L"
 export PYTHONUNBUFFERED=1

@@ -2,7 +2,7 @@
 # Command 1, run from the repository root on one CUDA GPU: five copies of the tree, each with the Mamba-2 bf16
 # refusal lifted and one variation of the kernels, run the Mamba-2 bf16 and determinism GPU tests side by side with
 # the fault probe (every case, past the refusals) and the sweep agreement; then GPU training at d_model 64 alone.
-# As run, each command had a time limit: the logs show where one was stopped.
+# A log that ends early is where a command was stopped (timeout, exit 124).
 set -u
 L=${LOGS:-logs}; mkdir -p "$L"; L=$(realpath "$L")
 WORK=$(mktemp -d)

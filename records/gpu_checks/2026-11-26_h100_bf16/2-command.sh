@@ -4,7 +4,7 @@
 # preparation, with exact dots everywhere) run the bf16 and determinism GPU tests of their variant; beside them,
 # m2diag.py (which inputs make Mamba-2's bf16 output differ between calls) and compute-sanitizer racecheck on one
 # failing call (m2race.py), and memcheck on the delta rule's failing probe case with exact preparation dots.
-# As run, each command had a time limit: the logs show where one was stopped.
+# A log that ends early is where a command was stopped (timeout, exit 124).
 set -u
 L=${LOGS:-logs}; mkdir -p "$L"; L=$(realpath "$L")
 WORK=$(mktemp -d)
@@ -29,9 +29,9 @@ t() {  # the bf16 and determinism GPU tests of variant $2 in the copy $1
 }
 t m5_upcast_tf32 mamba2; t g0_base gdn; t g1_prep_ieee gdn; t g2_ieee_all gdn
 (cd "$WORK/m0_base" && export PYTHONPATH=$WORK/m0_base/src:$WORK/m0_base TRITON_CACHE_DIR=$WORK/tc_m0 &&
- python3 benchmarks/gpu_checks/2026-11-26_h100_bf16/m2diag.py > "$L/m2diag.log" 2>&1 &&
+ python3 records/gpu_checks/2026-11-26_h100_bf16/m2diag.py > "$L/m2diag.log" 2>&1 &&
  compute-sanitizer --tool racecheck --racecheck-report hazard --print-limit 5 \
-   python3 benchmarks/gpu_checks/2026-11-26_h100_bf16/m2race.py 2048 > "$L/m2race.log" 2>&1) &
+   python3 records/gpu_checks/2026-11-26_h100_bf16/m2race.py 2048 > "$L/m2race.log" 2>&1) &
 (cd "$WORK/g1_prep_ieee" && PYTHONPATH=$WORK/g1_prep_ieee/src:$WORK/g1_prep_ieee TRITON_CACHE_DIR=$WORK/tc_gp \
  compute-sanitizer --tool memcheck --print-limit 3 --error-exitcode 99 \
    python3 -m benchmarks.fault_probe --case gdn mqar bf16 backward --T 1024 > "$L/g1_probe.log" 2>&1) &
