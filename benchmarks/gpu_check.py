@@ -8,7 +8,7 @@ command is
     python -m benchmarks.gpu_check
 
 It runs the steps below within --time-limit (default 540 s, plus a few seconds for its start and the record),
-writes the logs to benchmarks/gpu_checks/<date>_<time>/, the record described below, and this GPU kind's entry in
+writes the logs to records/gpu_checks/<date>_<time>/, the record described below, and this GPU kind's entry in
 src/loglinear/kernels/verified_gpus.json; commit all three. The steps after the verdict get short caps in that one
 command; the same command with `--only training sweep` (or any other words) runs the steps named, their caps scaled
 up to fill the time limit. Other forms:
@@ -386,7 +386,7 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="list the steps and exit 0 (any machine)")
     parser.add_argument("--time-limit", type=float, default=DEFAULT_LIMIT_S, metavar="S",
                         help=f"seconds for the whole check (default {DEFAULT_LIMIT_S})")
-    parser.add_argument("--logs", help="folder of the logs (default benchmarks/gpu_checks/<date>_<time>)")
+    parser.add_argument("--logs", help="folder of the logs (default records/gpu_checks/<date>_<time>)")
     parser.add_argument("--only", nargs="+", metavar="WORD",
                         help="run only the steps whose names contain one of these words (case-insensitive)")
     args = parser.parse_args()
@@ -394,7 +394,7 @@ def main() -> None:
         parser.error(f"--time-limit must be > 0 seconds, got {args.time_limit:g}")
     now = datetime.datetime.now()
     stamp = now.strftime("%Y-%m-%d %H:%M")
-    logs = Path(args.logs) if args.logs else ROOT / "benchmarks" / "gpu_checks" / now.strftime("%Y-%m-%d_%H%M")
+    logs = Path(args.logs) if args.logs else ROOT / "records" / "gpu_checks" / now.strftime("%Y-%m-%d_%H%M")
     try:
         steps = fit_caps(select(plan(logs), args.only), args.time_limit)
         check_logs(logs)

@@ -294,7 +294,7 @@ def anchors(text: str) -> set[str]:
     return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
 
 
-LINKED_PAGES = [ROOT / "README.md", *PAGES, RESULTS / "README.md"]
+LINKED_PAGES = [ROOT / "README.md", *PAGES, RESULTS / "README.md", ROOT / "records" / "README.md"]
 
 
 @pytest.mark.parametrize("path", LINKED_PAGES, ids=lambda p: str(p.relative_to(ROOT)))

@@ -270,7 +270,7 @@ def gpu_kind(monkeypatch, tmp_path):
     path = tmp_path / "verified_gpus.json"
     monkeypatch.setattr(verified_gpus, "RECORDS", path)
     h100 = verified_gpus.Record(verified_gpus.GpuKind("NVIDIA H100 80GB HBM3", "9.0", "3.6.0"), "0" * 16,
-                                "2026-01-01", ("float32",), "a", "b", "benchmarks/gpu_checks/x")
+                                "2026-01-01", ("float32",), "a", "b", "records/gpu_checks/x")
     verified_gpus.save_records([h100])
     return verified_gpus.GpuKind("NVIDIA H200", "9.0", "3.6.0"), h100
 

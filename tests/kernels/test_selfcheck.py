@@ -309,7 +309,7 @@ def test_the_check_runs_every_case_where_a_fault_stands_so_its_verdict_says_what
 
 
 def test_the_cases_on_a_gpu_reach_the_shapes_where_gpus_faulted():
-    """benchmarks/gpu_checks/README.md: in bf16 before the float32 copies, Mamba-2's o differed between calls and one
+    """records/README.md: in bf16 before the float32 copies, Mamba-2's o differed between calls and one
     element was off at T 2048, K 64, V 128 and V 64, one q/k head, lam and an initial state at (37, 100); the delta
     rule failed at the same shapes and at K = V = 16. The small cases never reach 2,048 tokens."""
     assert selfcheck.cases_for(CPU) == CASES and selfcheck.cases_for(torch.device("cuda")) == CASES + FAULT_CASES

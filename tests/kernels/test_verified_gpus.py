@@ -38,7 +38,7 @@ DELTA, SCALAR = Variant.DELTA_RULE, Variant.SCALAR_DECAY
 def record(kind: GpuKind = H100, dtypes: tuple[str, ...] = ("float32", "bfloat16"), kernels: str | None = None
            ) -> Record:
     return Record(kind, kernels or fused_digest(), "2026-01-02", dtypes, "every step", "float16",
-                  "benchmarks/gpu_checks/somewhere")
+                  "records/gpu_checks/somewhere")
 
 
 @pytest.fixture

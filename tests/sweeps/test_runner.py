@@ -199,25 +199,41 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
 
 def test_a_moved_sweep_skips_the_finished_runs_it_carries_without_checkpoints(tmp_path):
     """A sweep folder copied elsewhere with its manifest and one finished run's records (no checkpoint, no
-    train.log) resumes there: that run is not trained again, the other one is, and the report has both."""
+    train.log) resumes there: that run is not trained again, the other one is, and the report has both. The
+    records name paths relative to the sweep folder, so they read the same there; records written with absolute
+    paths (as before) are read alike."""
     spec_path = write_spec(tmp_path, {"train.seed": [0, 1]})
     first, second = [r.run_id for r in expand(load_spec(spec_path))]
     here, there = tmp_path / "here", tmp_path / "there"
     assert sweep_main(["run", str(spec_path), "--out", str(here), "--workers", "1", "--quiet"]) == 0
+    assert json.loads((here / "manifest.json").read_text())["spec"] == "../tiny.yaml"
+    for rid in (first, second):
+        folder = here / "runs" / rid
+        assert (folder / "config.yaml").read_text().startswith(f"out_dir: runs/{rid}\n")
+        assert json.loads((folder / "result.json").read_text())["config"]["out_dir"] == f"runs/{rid}"
+        assert str(tmp_path) not in (folder / "train.log").read_text()
     (there / "runs" / first).mkdir(parents=True)
     shutil.copy(here / "manifest.json", there)
     for name in ("config.yaml", "metrics.csv", "result.json"):
-        shutil.copy(here / "runs" / first / name, there / "runs" / first)
+        old = (here / "runs" / first / name).read_text().replace(f"runs/{first}", str(here / "runs" / first))
+        (there / "runs" / first / name).write_text(old)
 
     assert sweep_main(["run", str(spec_path), "--out", str(there), "--workers", "1", "--quiet"]) == 0
 
     carried = there / "runs" / first
     assert sorted(p.name for p in carried.iterdir()) == ["config.yaml", "metrics.csv", "result.json"]
-    assert (carried / "result.json").read_text() == (here / "runs" / first / "result.json").read_text()
+    assert json.loads((carried / "result.json").read_text())["config"]["out_dir"] == str(here / "runs" / first)
     assert json.loads((there / "runs" / second / "result.json").read_text())["status"] in ("early_stopped",
                                                                                            "max_steps")
     with open(there / "results.csv", newline="") as f:
         assert sorted(row["run_id"] for row in csv.DictReader(f)) == sorted([first, second])
+
+
+def test_a_runs_process_imports_what_the_runner_imports_from_the_sweep_folder(monkeypatch, tmp_path):
+    """A run's process starts in its sweep folder: relative PYTHONPATH entries are made absolute for it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["src", str(tmp_path / "abs")]))
+    assert runner.child_environ()["PYTHONPATH"] == os.pathsep.join([str(tmp_path / "src"), str(tmp_path / "abs")])
 
 
 def test_a_second_runner_on_the_same_folder_is_refused(tmp_path, capsys):

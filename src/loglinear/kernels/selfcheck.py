@@ -92,7 +92,7 @@ FAULT_CASES = (
     Case(2, 1000, 4, 4, 16, 16, delta=True, levels=True, positions=None, chunk_size=64),
 )
 """The shapes of tests/kernels/test_fused_gpu.py where GPUs faulted in bf16 before the fused path read float32
-copies of its inputs (benchmarks/gpu_checks/README.md): outputs that differed between identical calls and one
+copies of its inputs (records/README.md): outputs that differed between identical calls and one
 element off by 0.24 (Mamba-2, T 2048, K 64, V 128 and V 64, one q/k head, lam and an initial state at 37 and 100;
 and at T 1000 with four q/k heads), an out-of-bounds read and wrong gradients in the delta rule's backward
 (the same shapes, and K = V = 16). Run on a GPU only: in Triton's interpreter one of them takes about a minute."""

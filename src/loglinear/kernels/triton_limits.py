@@ -68,7 +68,7 @@ KNOWN_FAULTS: tuple[KnownFault, ...] = (
 flash-linear-attention met (fixed in Triton 3.7.1). After the change named in them, on an H100, the GPU tests of
 the change's working tree passed in bf16 and compute-sanitizer memcheck found no bad access in the one case it ran
 (the delta rule's bf16 backward at K = V = 16), but the bf16 self-check, the fault probe and the determinism probe
-did not complete, and no H200 has run the changed code (benchmarks/gpu_checks/README.md). So the faults stand on
+did not complete, and no H200 has run the changed code (records/README.md). So the faults stand on
 every Hopper GPU kind until a record of a passing check there lifts them (kernels/verified_gpus.json)."""
 
 

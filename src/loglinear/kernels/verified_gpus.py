@@ -3,7 +3,7 @@
 A known fault (kernels/triton_limits.py) covers a range of GPUs and Triton versions. On one GPU kind in that range
 (a device model, its compute capability and a Triton version) it is lifted only by a record here of a passing
 `python -m benchmarks.gpu_check` on that kind, of the same fused-kernel code (`fused_digest`), in the dtype asked
-for. The records are committed with the check's logs (benchmarks/gpu_checks/); gpu_check writes its kind's record,
+for. The records are committed with the check's logs (records/gpu_checks/); gpu_check writes its kind's record,
 one per kind: the latest check of it.
 """
 

@@ -4,12 +4,18 @@ The manifest is written before any run starts, by every launcher, so the report 
 are missing; under a two-stage protocol it is written again with the confirmation runs once the selection
 is decided (each run has its `stage`); each run folder is what `loglinear train` writes (config.yaml,
 result.json, ...) plus `train.log`, the output of its process.
+
+What a sweep folder records names paths relative to the sweep folder, so that it reads the same wherever it is moved
+or cloned: the manifest's `spec` (`../../configs/sweeps/NAME.yaml` for a folder two levels below the repository) and
+each run's `out_dir` (`runs/<run_id>`: its process runs in the sweep folder, sweeps/runner.py). Folders written
+before name absolute paths there; nothing reads those fields to find a file, so they are read alike.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -32,6 +38,20 @@ def run_dir(out: Path, run_id: str) -> Path:
     return out / RUNS / run_id
 
 
+def sweep_folder(directory: Path) -> Path:
+    """The sweep folder of the run folder `directory` (`<sweep>/runs/<run_id>`)."""
+    return directory.parents[1]
+
+
+def relative_to_sweep(path: Path, out: Path) -> str:
+    """`path` as the sweep folder `out` names it: relative to it (`..` where it lies outside), or absolute where
+    no relative path leads there (another drive)."""
+    try:
+        return os.path.relpath(path.resolve(), out.resolve())
+    except ValueError:
+        return str(path.resolve())
+
+
 def adopt_legacy(out: Path, runs: list[Run]) -> list[Run]:
     """`runs`, each whose folder in `out` has its earlier id (`Run.alias`, none under its id) under that id: a run
     made before its labels left its identity is found, skipped when finished, resumed when not."""
@@ -45,7 +65,7 @@ def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
     path = out / MANIFEST
     write_json_atomic(path, {
         "name": spec.name,
-        "spec": str(spec.path.resolve()) if spec.path else None,
+        "spec": relative_to_sweep(spec.path, out) if spec.path else None,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
         "varied_keys": spec.varied_keys,
         "zip": [list(group) for group in spec.zip],

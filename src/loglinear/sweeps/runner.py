@@ -7,10 +7,11 @@ a GPU, N CPU workers (default one per core). Either way each process gets cores 
 $OMP_NUM_THREADS when set), so the cores are never oversubscribed.
 A run whose result is finished is skipped; a run whose folder another process holds (its `.lock`:
 someone trains it by hand, or another sweep) is left alone, said so, and counted as running
-elsewhere; any other is started with `loglinear train` on its resolved config.yaml, which resumes it
-from its last checkpoint. A crashed or diverged run never stops the others. A fault of the machine
-stops them all (each saves its checkpoint) and raises an OSError naming the path: the runner's own
-write failed (a full disk, a folder that cannot be written), or a run's process exited with status 1
+elsewhere; any other is started with `loglinear train runs/<run_id>/config.yaml` in the sweep folder (its out_dir
+`runs/<run_id>`, so that what the run records names no absolute path; a relative `train.init_from` is read from the
+sweep folder too), which resumes it from its last checkpoint. A crashed or diverged run never stops the others.
+A fault of the machine stops them all (each saves its checkpoint) and raises an OSError naming the path: the
+runner's own write failed (a full disk, a folder that cannot be written), or a run's process exited with status 1
 without a result (what `loglinear train` does on a full disk, or when it cannot write its folder):
 such a run is not failed, it resumes when the sweep is run again.
 SIGINT / SIGTERM / SIGHUP: every running process gets one SIGINT (it saves its
@@ -52,7 +53,7 @@ from loglinear.runs.folder import (
 )
 from loglinear.runs.folder import INTERRUPTED as INTERRUPTED_CHECKPOINT
 from loglinear.runs.folder import LOCK as RUN_LOCK
-from loglinear.sweeps.manifest import LOG, run_dir
+from loglinear.sweeps.manifest import LOG, run_dir, sweep_folder
 from loglinear.sweeps.progress import ELSEWHERE, REFUSED, Progress, eta_seconds
 from loglinear.sweeps.spec import Run
 
@@ -69,20 +70,22 @@ default is to become the K with the most runs per hour in benchmarks/sweep_throu
 
 
 def write_run_config(run: Run, directory: Path) -> Path:
-    """Write the run's resolved configuration, quiet and with `directory` as its out_dir, to
-    `directory/config.yaml`: the exact input of its `loglinear train`, whatever happens to the preset
-    files after the sweep was expanded. (Same id, same run: only the logger and the folder may differ
-    from an earlier session's file.)"""
+    """Write the run's resolved configuration, quiet and with `directory` relative to its sweep folder
+    (`runs/<run_id>`) as its out_dir, to `directory/config.yaml`: the exact input of its `loglinear train`, run in
+    the sweep folder, whatever happens to the preset files after the sweep was expanded. (Same id, same run: only
+    the logger and the folder may differ from an earlier session's file.) Returns the file's path relative to the
+    sweep folder."""
     logger = dataclasses.replace(run.config.logger, progress=False)
-    cfg = dataclasses.replace(run.config, out_dir=str(directory), logger=logger)
+    sweep = sweep_folder(directory)
+    cfg = dataclasses.replace(run.config, out_dir=str(directory.relative_to(sweep)), logger=logger)
     path = directory / CONFIG
     write_text_atomic(path, to_yaml(cfg))
-    return path
+    return path.relative_to(sweep)
 
 
 def train_command(configs: list[Path]) -> list[str]:
     """The command that trains (or resumes) the run whose resolved configuration is `configs[0]`, or the runs of
-    `configs` as one pack (`loglinear train --pack`)."""
+    `configs` as one pack (`loglinear train --pack`); the paths are relative to the sweep folder, where it runs."""
     if len(configs) == 1:
         return [sys.executable, "-m", "loglinear", "train", str(configs[0])]
     return [sys.executable, "-m", "loglinear", "train", "--pack", *map(str, configs)]
@@ -272,24 +275,39 @@ def _held_elsewhere(directory: Path) -> bool:
 
 
 def start_job(runs: list[Run], directories: list[Path], env: dict[str, str], slot: int = 0) -> RunProcess:
-    """Start `loglinear train` for `runs` (one run, or a pack) in `directories`. The output of a run alone is
-    appended to its `train.log`; a pack's goes to the first run's `train.log`, and the others' say where."""
+    """Start `loglinear train` for `runs` (one run, or a pack) in `directories` (`<sweep>/runs/<run_id>`), in the
+    sweep folder. The output of a run alone is appended to its `train.log`; a pack's goes to the first run's
+    `train.log`, and the others' say where. The logs name the interpreter without its folder, and the runs' files
+    relative to the sweep folder."""
+    sweep = sweep_folder(directories[0])
     command = train_command([write_run_config(r, d) for r, d in zip(runs, directories, strict=True)])
     env_text = " ".join(f"{k}={v}" for k, v in sorted(env.items()))
-    header = f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} {subprocess.list2cmdline(command)}\n"
+    shown = subprocess.list2cmdline([Path(command[0]).name, *command[1:]])
+    header = f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} {env_text} {shown}\n"
     append_text(directories[0] / LOG, header)
     for directory in directories[1:]:
-        append_text(directory / LOG, f"{header}=== trained in a pack: its output is in {directories[0] / LOG}\n")
+        append_text(directory / LOG,
+                    f"{header}=== trained in a pack: its output is in {(directories[0] / LOG).relative_to(sweep)}\n")
     log = open(directories[0] / LOG, "a")
     # before the process can write either
     mtimes = [(d / RESULT).stat().st_mtime_ns if (d / RESULT).is_file() else None for d in directories]
     resumed = any((d / name).is_file() for d in directories for name in (LAST, INTERRUPTED_CHECKPOINT))
     process = subprocess.Popen(
-        command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env},
+        command, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env={**child_environ(), **env},
+        cwd=sweep,
         start_new_session=True,  # a Ctrl-C on the terminal reaches the runner only, which forwards one SIGINT
         preexec_fn=_child_signals,
     )
     return RunProcess(list(runs), list(directories), process, log, slot, result_mtimes=mtimes, resumed=resumed)
+
+
+def child_environ() -> dict[str, str]:
+    """This process's environment for a run's process, which starts in the sweep folder: relative entries of
+    PYTHONPATH made absolute, so that it imports what this process imports."""
+    environ = dict(os.environ)
+    if environ.get("PYTHONPATH"):
+        environ["PYTHONPATH"] = os.pathsep.join(map(os.path.abspath, environ["PYTHONPATH"].split(os.pathsep)))
+    return environ
 
 
 def finish_job(job: RunProcess) -> dict[str, str]:
