@@ -5,8 +5,8 @@ them, the ranking of the λ parameterisations when λ varies, accuracy by test l
 score where the spec asks (`report.mad_score`), the missing or failed runs, then the comparisons: the declared
 primary tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
 and the machines they ran on (each with a note under the first table when they differ), and the equal-state
-comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state size). docs/reports.md
-describes the protocol and the statistics."""
+comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state size); `Report.summary` is
+the part of table.md that `sweep run` prints. docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
