@@ -210,6 +210,23 @@ def test_the_shipped_sweeps_are_the_spec_files_with_their_run_counts():
     assert documented == shipped
 
 
+def test_every_spec_has_a_short_header_naming_its_design():
+    """A spec reads as a config: a header of a few lines, the design it names on file (a committed study's in its
+    results folder), and every design file named by its spec."""
+    named = set()
+    for spec in sorted((CONFIGS / "sweeps").glob("*.yaml")):
+        lines = spec.read_text().splitlines()
+        header = lines[:next(i for i, line in enumerate(lines) if not line.startswith("#"))]
+        assert 1 <= len(header) <= 9, f"{spec.name}: a header of {len(header)} lines"
+        designs = re.findall(r"(?:results|docs/studies)/[\w/]+\.md", " ".join(header))
+        assert all((ROOT / d).is_file() for d in designs), spec.name
+        if (RESULTS / spec.stem).is_dir():
+            assert designs == [f"results/{spec.stem}/design.md"], spec.name
+        named |= set(designs)
+    on_file = {str(p.relative_to(ROOT)) for p in [*RESULTS.glob("*/design.md"), *(DOCS / "studies").glob("*.md")]}
+    assert on_file == named
+
+
 def test_the_plots_are_the_ones_the_report_draws():
     from loglinear.reports.plots import PLOTS
 
@@ -318,12 +335,16 @@ def test_the_index_lists_every_page_and_the_readme_links_it_at_the_top():
 
 def test_the_readme_is_short_and_keeps_its_sections():
     readme = (ROOT / "README.md").read_text()
-    assert len(readme.split()) <= 2000
+    assert len(readme.split()) <= 1500
     assert list(sections(readme)) == ["loglinear", "What the committed studies found", "Quick start",
                                       "The operator: `loglinear.kernels`", "Commands",
                                       "Layout", "How to cite"]
     for cited in ("https://arxiv.org/abs/2506.04761", "(CITATION.cff)", "(LICENSE)"):
         assert cited in readme
+    (findings,) = tables(sections(readme)["What the committed studies found"])
+    assert findings[0] == ["question", "verdict", "study"], "one line per question: its verdict and its study"
+    assert len({row[0] for row in findings[1:]}) == len(findings) - 1
+    assert all(re.match(r"\[\w+\]\(results/\w+/\)", row[2]) for row in findings[1:])
 
 
 def test_every_committed_result_is_described_and_linked():

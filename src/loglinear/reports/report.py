@@ -5,11 +5,12 @@ them, the ranking of the λ parameterisations when λ varies, accuracy by test l
 score where the spec asks (`report.mad_score`), the missing or failed runs, then the comparisons: the declared
 primary tested alone at alpha, the secondaries with what survives Holm, the operator implementations the runs ran
 and the machines they ran on (each with a note under the first table when they differ), and the equal-state
-comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state size). docs/reports.md
-describes the protocol and the statistics."""
+comparison when the sweep has one) and PNG plots (with the MQAR accuracy against state size); `Report.summary` is
+the part of table.md that `sweep run` prints. docs/reports.md describes the protocol and the statistics."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,6 +54,13 @@ from loglinear.reports.tables import (
     pivot,
 )
 from loglinear.runs.folder import write_text_atomic
+
+SUMMARY_TABLES = ("Test accuracy", "Solve rate")
+"""The sections (headings up to a colon) whose tables the summary keeps."""
+PAIRED_HEADING = "Paired comparisons"
+PRIMARY_MARKS = ("**Exploratory primary**", "**Limitation**", "**Primary comparison**", "No primary comparison",
+                 "- **Primary**")
+"""How the report's paragraphs and comparison lines that state the primary comparison and its standing begin."""
 
 REREPORTED = ("Re-reported from results.csv and the spec: the run folders are gone, so every number below comes "
               "from the CSV's columns.")
@@ -136,6 +144,35 @@ class Report:
     table: str
     written: list[Path] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
+
+    def summary(self, out: Path) -> str:
+        """What `sweep run` prints once its runs are done: the title, the tables a reader compares (without their
+        notes), the primary comparison with its standing, the sentence of what survives Holm, and where the whole
+        report is (in `out`). Cut from `table`, so it never says what the report does not."""
+        title, *rest = re.split(r"^## ", self.table, flags=re.M)
+        sections = dict(_heading_and_body(s) for s in rest)
+        parts = [title.splitlines()[0], *(p for p in _paragraphs(title) if p.startswith(PRIMARY_MARKS))]
+        for heading, body in sections.items():
+            if heading.split(":")[0] in SUMMARY_TABLES:
+                parts.append(f"## {heading}\n\n" + "\n".join(row for row in body.splitlines() if row.startswith("|")))
+        parts += [p for body in sections.values() for p in _paragraphs(body) if p.startswith(PRIMARY_MARKS)]
+        parts += _paragraphs(sections.get(PAIRED_HEADING, ""))[-1:]  # what survives Holm, or why nothing was tested
+        parts.append(f"The whole report, with the definitions and every table: {out / TABLE} "
+                     f"(`loglinear sweep report {out}` prints it).")
+        return "\n\n".join(parts) + "\n"
+
+
+def _heading_and_body(section: str) -> tuple[str, str]:
+    heading, _, body = section.partition("\n")
+    return heading.strip(), body
+
+
+def _paragraphs(text: str) -> list[str]:
+    """The non-empty paragraphs of `text`, each line of a list (`- ...`) counting as one."""
+    found = []
+    for block in (b.strip() for b in text.split("\n\n")):
+        found += block.splitlines() if block.startswith("- ") else [block] if block else []
+    return found
 
 
 def write_report(out: str | Path, sweep: Sweep | None = None, force: bool = False) -> Report:
@@ -225,7 +262,7 @@ def render_tables(sweep: Sweep, pairings: list[Pairing], by_length: list[Pairing
     parts += ["## Operator implementations\n", implementations_section(sweep)]
     parts += ["## Machines\n", machines_section(sweep)]
     parts += [f"{MISSING_HEADING}\n", missing_runs(sweep)]
-    parts += ["## Paired comparisons\n", paired_lines(sweep, pairings, family)]
+    parts += [f"## {PAIRED_HEADING}\n", paired_lines(sweep, pairings, family)]
     if equal_state:
         parts += ["## Equal-state comparison\n", EQUAL_STATE_NOTE,
                   "\n".join(f"- {comparison_line(p, family)}" for p in equal_state)]

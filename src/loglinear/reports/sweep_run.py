@@ -32,7 +32,8 @@ NOT_FINISHED = 75
 
 def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False) -> int:
     """Run the sweep of `spec_path` into `out_arg` (default sweeps_out/<name>), skipping finished runs and resuming
-    the others, then print its report; `dry_run`: list the runs only. The exit status of `loglinear sweep run`."""
+    the others, then write its report and print its summary; `dry_run`: list the runs only. The exit status of
+    `loglinear sweep run`."""
     spec = load_spec(spec_path)
     design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
     if design is not None:
@@ -62,7 +63,7 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
             print(f"loglinear sweep: interrupted with {len(unfinished)} of {len(runs)} runs unfinished; resume with: "
                   f"loglinear sweep run {subprocess.list2cmdline([spec_path, '--out', str(out)])}", file=sys.stderr)
         return 130
-    print_report(out)
+    print_report(out, summary=True)
     if unfinished:
         elsewhere = sum(outcome.statuses[rid] == ELSEWHERE for rid in unfinished)
         held = f", {elsewhere} of them being trained by another process" if elsewhere else ""
@@ -139,11 +140,12 @@ def report_sweep(out: Path, *, lambda_levels: bool = False, spec: str | None = N
     return 0
 
 
-def print_report(out: Path, sweep: Sweep | None = None, force: bool = False) -> None:
-    """Write the report (of `sweep` when given, else of the sweep folder `out`); the tables go to stdout, the list
-    of files to stderr; `force`: even when it has fewer finished runs than the report it replaces."""
+def print_report(out: Path, sweep: Sweep | None = None, force: bool = False, summary: bool = False) -> None:
+    """Write the report (of `sweep` when given, else of the sweep folder `out`); its tables go to stdout, whole or,
+    with `summary`, cut to the summary (`Report.summary`), the list of files to stderr; `force`: even when it has
+    fewer finished runs than the report it replaces."""
     report = write_report(out, sweep, force)
-    print(report.table)
+    print(report.summary(out) if summary else report.table)
     print(f"wrote {', '.join(str(p) for p in report.written)}", file=sys.stderr)
     for name, reason in report.skipped.items():
         print(f"skipped {name}: {reason}", file=sys.stderr)
