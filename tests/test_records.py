@@ -1,5 +1,5 @@
 """Committed records read the same wherever the repository is cloned: results/ names no absolute path of the
-machine that ran it (its runs' logs, as printed, aside), and every committed sweep folder, in results/ and records/,
+machine that ran it (its runs' logs included: their interpreter and folders as a sweep now writes them), and every committed sweep folder, in results/ and records/,
 names its spec and its runs' folders relative to itself."""
 
 from __future__ import annotations
@@ -14,13 +14,11 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 ABSOLUTE = re.compile(r"(?<![\w.~])/(?:work|tmp|root|home|Users|opt|mnt|scratch)/")
 """An absolute path of a machine: these roots, not a URL's path (`https://host/...` has a word before it)."""
-LOGS = {".log", ".out"}
-"""Output as a process printed it: kept as written, the interpreter's and libraries' paths included."""
 SWEEPS = sorted(p.parent for folder in ("results", "records") for p in (ROOT / folder).rglob("manifest.json"))
 
 
 def text_files(folder: Path) -> list[Path]:
-    return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix not in {".png", ".pdf", *LOGS}]
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and p.suffix not in {".png", ".pdf"}]
 
 
 def test_the_committed_results_name_no_absolute_path():
