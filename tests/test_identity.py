@@ -38,9 +38,9 @@ def test_keys_the_config_does_not_declare_stay():
 
 
 def test_the_roles_are_listed_by_dotted_key_with_their_defaults():
-    assert with_role(Config, "added") == {"group.added": 2}
-    assert with_role(Config, "label") == {"group.label": 3}
-    assert with_role(Config, "excluded") == {"group.where": "here", "logged": Group()}
+    assert with_role(Config, ADDED) == {"group.added": 2}
+    assert with_role(Config, LABEL) == {"group.label": 3}
+    assert with_role(Config, EXCLUDED) == {"group.where": "here", "logged": Group()}
 
 
 @pytest.mark.parametrize("metadata, message", [

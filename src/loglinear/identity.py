@@ -23,9 +23,9 @@ from typing import Any
 
 KEY = "identity"
 """The metadata key of a field's role."""
-EXCLUDED, ADDED, LABEL = (MappingProxyType({KEY: role}) for role in ("excluded", "added", "label"))
+EXCLUDED, ADDED, LABEL = (MappingProxyType({KEY: name}) for name in ("excluded", "added", "label"))
 """The metadata of each role, for `dataclasses.field(metadata=...)`."""
-ROLES = tuple(role[KEY] for role in (EXCLUDED, ADDED, LABEL))
+ROLES = {role[KEY]: role for role in (EXCLUDED, ADDED, LABEL)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +33,7 @@ class Declared:
     """A field as the identity sees it: its role (None: part of it), its default, and its group's dataclass
     when it is a nested group."""
 
-    role: str | None
+    role: Mapping[str, str] | None
     default: Any
     group: type | None
 
@@ -55,12 +55,13 @@ def declared(cls: type) -> dict[str, Declared]:
         if unknown:
             raise ValueError(f"{cls.__name__}.{f.name}: unknown field metadata {', '.join(map(repr, unknown))}; a "
                              f"config field's metadata is its identity role only ({KEY!r}: {', '.join(ROLES)})")
-        role = f.metadata.get(KEY)
-        if role is not None and role not in ROLES:
-            raise ValueError(f"{cls.__name__}.{f.name}: unknown identity role {role!r}; valid: {', '.join(ROLES)}")
+        name = f.metadata.get(KEY)
+        if name is not None and name not in ROLES:
+            raise ValueError(f"{cls.__name__}.{f.name}: unknown identity role {name!r}; valid: {', '.join(ROLES)}")
+        role = ROLES.get(name)
         default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        if role in ("added", "label") and default is dataclasses.MISSING:
-            raise ValueError(f"{cls.__name__}.{f.name}: a field declared {role} needs a default (it is left out of "
+        if role in (ADDED, LABEL) and default is dataclasses.MISSING:
+            raise ValueError(f"{cls.__name__}.{f.name}: a field declared {name} needs a default (it is left out of "
                              f"the identity at its default)")
         group = hints[f.name] if dataclasses.is_dataclass(hints[f.name]) else None
         found[f.name] = Declared(role, default, group)
@@ -77,15 +78,15 @@ def identity(cls: type, values: Mapping[str, Any], legacy: bool = False) -> dict
         if field is None:
             kept[name] = value
             continue
-        if field.role == "excluded" or (field.role == "label" and not legacy):
+        if field.role == EXCLUDED or (field.role == LABEL and not legacy):
             continue
-        if field.role in ("added", "label") and value == field.default:
+        if field.role in (ADDED, LABEL) and value == field.default:
             continue
         kept[name] = identity(field.group, value, legacy) if field.group and isinstance(value, dict) else value
     return kept
 
 
-def with_role(cls: type, role: str, prefix: str = "") -> dict[str, Any]:
+def with_role(cls: type, role: Mapping[str, str], prefix: str = "") -> dict[str, Any]:
     """Every field of `cls` declared `role`, in the groups nested in it too (a group's role is its fields'): its
     dotted key -> its default."""
     found = {}

@@ -23,7 +23,7 @@ from loglinear.runs.config import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-ADDED_KEYS = with_role(RunConfig, "added")
+ADDED_KEYS = with_role(RunConfig, ADDED)
 
 PRESET = CONFIGS_DIR / "mqar_cpu.yaml"
 SET_APART = {"model.init": "authors", "model.A_init": "arange", "model.A_init_min": 2.0, "model.A_init_max": 8.0,

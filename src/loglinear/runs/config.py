@@ -229,7 +229,7 @@ class RunConfig:
     logger: LoggerConfig = field(default_factory=LoggerConfig, metadata=EXCLUDED)
 
 
-ID_LABELS: dict[str, Any] = with_role(RunConfig, "label")
+ID_LABELS: dict[str, Any] = with_role(RunConfig, LABEL)
 """The keys that only label how a run ended (plateau or improving, runs/stopping.py), with their defaults: a study
 that labels its runs otherwise reuses them (the report labels each run with the study's values). Runs made while
 they were part of the identity, away from their defaults, keep that id: `legacy_run_id`."""
