@@ -67,7 +67,9 @@ def test_the_labels_of_a_runs_end_are_no_part_of_its_id_but_its_earlier_id_is_ke
 
 def recorded_configs() -> list[tuple[str, str, dict]]:
     """Every run configuration a committed study records, with the id it is recorded under and where: its
-    manifest's entries, and the config.yaml and result.json of each run folder it keeps."""
+    manifest's entries, and the config.yaml and result.json of each run folder it keeps. (A study that keeps only its
+    results.csv records its runs' varied values, not their configurations: its ids are recomputed from its spec,
+    tests/reports/test_results_csv.py, `test_every_committed_study_is_the_whole_study_its_spec_plans`.)"""
     found = []
     for manifest in sorted(ROOT.glob("results/*/manifest.json")):
         runs = json.loads(manifest.read_text())["runs"]
