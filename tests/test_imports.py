@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "loglinear"
 LAYERS = ("kernels", "models", "runs", "packing", "sweeps", "reports", "cli", "__main__")
 """Each layer imports only the layers before it; synthetics is imported by runs and the layers after it, and
-checks, registry and targets (plain helpers) by any."""
-HELPERS = ("checks", "registry", "targets")
+checks, identity, registry and targets (plain helpers) by any."""
+HELPERS = ("checks", "identity", "registry", "targets")
 
 
 def module_imports(path: Path, *, typing_only: bool = True) -> set[str]:

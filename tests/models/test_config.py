@@ -1,11 +1,30 @@
-"""ModelConfig: defaults build every mixer from d_model 16 to 512; impossible settings name their field."""
+"""ModelConfig: defaults build every mixer from d_model 16 to 512; impossible settings name their field; the fields
+one mixer reads are declared with it."""
+
+import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 import torch
 from omegaconf import OmegaConf
 
 from loglinear.models import LAMBDA_PARAMS, MIXERS, ModelConfig, build_model
+from loglinear.models.mixer_fields import AttentionFields, GatedDeltaNetFields, LogLinearFields, Mamba2Fields
 from loglinear.models.mixers import check_model
+
+MODELS = Path(__file__).resolve().parents[2] / "src" / "loglinear" / "models"
+READERS = {AttentionFields: {"attention.py"}, Mamba2Fields: {"mamba2.py"}, GatedDeltaNetFields: {"gated_deltanet.py"},
+           LogLinearFields: {"log_linear.py", "lambda_params.py"}}
+"""The modules of the mixer each group of fields is declared with."""
+
+
+@pytest.mark.parametrize("group", READERS, ids=lambda group: group.__name__)
+def test_a_mixers_own_fields_are_read_by_its_modules_only(group):
+    for f in dataclasses.fields(group):
+        reading = {p.name for p in MODELS.glob("*.py") if re.search(rf"\bcfg\.{f.name}\b", p.read_text())}
+        assert reading and reading <= READERS[group], (f.name, reading)
+        assert f.name in {g.name for g in dataclasses.fields(ModelConfig)}
 
 
 def test_registries_hold_the_contract_names():

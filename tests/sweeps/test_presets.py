@@ -174,8 +174,8 @@ def test_grazzi_parity_spec_is_their_public_protocol():
 def test_committed_results_are_the_runs_their_spec_makes_today(folder):
     """Every run of the spec's first stage is a row of the committed results.csv and a run of its committed
     manifest (where the folder keeps one) under one of its ids (its id, or the one it had while the labels of its
-    end were part of it, `Run.alias`): an id change (an option added to the run config without
-    ID_OMITTED_AT_DEFAULT) would leave the results unreproducible, and a study in progress unable to resume."""
+    end were part of it, `Run.alias`): an id change (an option added to the run config without declaring it
+    ADDED) would leave the results unreproducible, and a study in progress unable to resume."""
     committed = []
     if (folder / "results.csv").is_file():
         with open(folder / "results.csv") as f:

@@ -273,7 +273,7 @@ def test_interpolations_and_bad_values_take_the_reference_path(tmp_path):
 
 
 def test_an_option_added_later_leaves_the_ids_of_earlier_runs_alone():
-    """A key of ID_OMITTED_AT_DEFAULT is no part of a run's id at its default, and is when set."""
+    """A key declared ADDED (loglinear/identity.py) is no part of a run's id at its default, and is when set."""
     earlier = [r.run_id for r in expand(spec_of(grid={"model.mixer": ["gated_deltanet"]}))]
     at_default = expand(spec_of(grid={"model.mixer": ["gated_deltanet"]}, **{"model.deltanet_key_dim": None}))
     set_apart = expand(spec_of(grid={"model.mixer": ["gated_deltanet"]}, **{"model.deltanet_key_dim": 12}))

@@ -6,12 +6,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from loglinear.checks import check_float, check_int
+from loglinear.identity import ADDED, EXCLUDED
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
-from loglinear.models.decay_init import A_INITS, A_RANGE, DT_MIN
+from loglinear.models.decay_init import A_INITS, DT_MIN
 from loglinear.models.heads import OUTPUT_HEADS
-from loglinear.models.init import INIT_STD, INITS
+from loglinear.models.init import INITS
 from loglinear.models.layers import CONV_BIAS_INITS, LINEAR_INITS
+from loglinear.models.mixer_fields import AttentionFields, GatedDeltaNetFields, LogLinearFields, Mamba2Fields
 
 LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
 """Level-bias options of the lambda head (see `lambda_bias_init`)."""
@@ -41,8 +43,10 @@ def share_from_for_training_length(train_len: int) -> int:
 
 
 @dataclass
-class ModelConfig:
-    """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides).
+class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionFields):
+    """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides): the fields
+    below, read by several mixers or the model around them, and those one mixer reads (mixer_fields.py: its
+    docstrings say what each does), each a flat key of its own.
 
     mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, log_linear_mamba2,
                       log_linear_gated_deltanet; or the import path of a `Mixer` subclass,
@@ -52,29 +56,8 @@ class ModelConfig:
     d_model:          residual width.
     n_layers:         number of blocks (mixer, then the optional MLP, each pre-norm and residual).
     vocab_size:       token vocabulary (embedding rows and logits).
-    lambda_param:     a name in `LAMBDA_PARAMS` (log-linear mixers only; ignored by the others).
-    lambda_bias_init: the lambda head's learned per-(head, level) bias b: "none" (no bias: the
-                      paper's head), "zero" (b = 0), "ones" (lambda starts at 1 on every level, i.e. the
-                      model starts as its base mixer; clipped into the range of bounded
-                      parameterisations), "decay" (lambda starts at 2^-level, favouring recent tokens).
-    lambda_share_from_level: None, or j >= 1: levels >= j share one lambda (tied parameters), so
-                      levels deeper than the training length never go untrained (length generalisation).
-                      A run config may say "trained" (SHARE_FROM_TRAINED): the run resolves it to the
-                      deepest level its longest training sequence reaches (runs/config.py); a
-                      ModelConfig itself holds None or a level.
     max_len:          longest sequence the model serves: the lambda head outputs num_levels(max_len)
                       levels and decoding caches hold max_len positions.
-    attention_heads:  heads of attention; None: max(1, d_model // 64) (head dim 64, one head below 128).
-    deltanet_heads:   heads of (log-linear) Gated DeltaNet; None: 1 at d_model <= 16, else
-                      max(2, d_model // 128) (the paper's MQAR setting: 2 heads, 1 at d_model 16; head
-                      dim 128 at scale). Each mixer reads only its own head count, so a preset that
-                      sets one cannot change another mixer; Mamba-2 has head_dim instead.
-    deltanet_key_dim: key dim K of each (log-linear) Gated DeltaNet head; None: d_model / heads. A larger
-                      K gives Gated DeltaNet a larger state (H * K * V numbers) at the same d_model, as
-                      state_dim does Mamba-2 (the equal-state arms of an MQAR study).
-    head_dim:         Mamba-2's head dim P: heads = expand * d_model / head_dim (attention and Gated
-                      DeltaNet use d_model / heads).
-    state_dim:        Mamba-2's state dim N (the operator's key dim).
     expand:           width of the value path = expand * d_model (Mamba-2's d_inner; Gated DeltaNet's
                       value dim, fla's expand_v; its key dim is d_model).
     conv_size:        kernel of the depthwise causal short convolutions (Mamba-2, Gated DeltaNet).
@@ -83,80 +66,49 @@ class ModelConfig:
     tie_embeddings:   the LM head reuses the token embedding matrix.
     output_head:      what the final norm and LM head read (OUTPUT_HEADS, models/heads.py): "lm", each
                       position's own state; "decoder", every position decoded from the last position's
-                      state by MAD's AutoEncoder decoder (the compression task; a run follows its task).
-    use_output_gate:  Gated DeltaNet: output gate (rmsnorm(o) * silu(W_g x)) instead of a plain norm.
-    scale_lambda:     log-linear Gated DeltaNet: multiply lambda by sqrt(K), K its key head dim, as the
-                      official code does (it divides lambda by the q scale K^-0.5, SCALE_LAMBDA in its
-                      gated_delta_rule_apis.py); False: lambda as the head gives it. Other mixers
-                      ignore it.
+                      state by MAD's AutoEncoder decoder (the compression task; a run follows its task, so
+                      it is no part of a run's identity: `data.task` is).
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
     init:             how every parameter starts (INITS): "default", the suite's rules with the init options
-                      below; "authors", every mixer as the authors' code starts it (flash-linear-attention
+                      (INIT_OPTIONS); "authors", every mixer as the authors' code starts it (flash-linear-attention
                       0.6.0's model of it: `Mixer.authors_init`, docs/runs.md), which fixes what the init
-                      options below set, so they must stay at their defaults.
+                      options set, so they must stay at their defaults.
     dt_init_max:      Mamba-2 and Gated DeltaNet start with step sizes dt log-uniform from 1e-3 to this
                       (0.1: Mamba's), and decay rates A in [1, 16] (Mamba-2: at the default A_init), so
                       the decay's log dt * A starts at most 1.6 * dt_init_max / 0.1. With
                       `negative_eigenvalues` Mamba-2's alpha is negative only where dt * A > ln 2: a larger
                       dt_init_max starts more heads there.
-    A_init:           Mamba-2's initial decay rates A = exp(A_log) per head (A_INITS): "uniform" in
-                      [A_init_min, A_init_max] (mamba_ssm's Mamba2: [1, 16]); "arange": A = 1, 2, ..., H
-                      (Hugging Face transformers' Mamba2Mixer, S4D-Real's rule over the heads).
-    A_init_min, A_init_max: the range of the "uniform" rule.
-    in_proj_std:      Mamba-2's input projection starts as N(0, in_proj_std^2) (0.02: zoology's rule for
-                      every linear layer; transformers' Mamba-2 uses its initializer_range, 0.1).
-    out_proj_init:    Mamba-2's output projection (LINEAR_INITS): "normal" N(0, 0.02^2) (zoology's rule);
-                      "fan_in_uniform" U(+-1/sqrt(d_inner)) (PyTorch's nn.Linear default, transformers;
-                      mamba_ssm's full model then divides it by sqrt(n_layers)).
-    conv_bias_init:   Mamba-2's short-convolution bias (CONV_BIAS_INITS): "uniform" U(+-1/sqrt(conv_size))
-                      (nn.Conv1d's default, as in mamba_ssm); "zero" (transformers). The init options apply
-                      to log-linear Mamba-2 too; the other mixers ignore them.
-    rope_base:        RoPE base of attention.
     norm_eps:         epsilon of every RMSNorm.
     impl:             operator implementation of the linear mixers ("auto": Triton on CUDA, chunk on CPU).
     selfcheck:        the fused kernels' self-check before their first use on a CUDA device
                       (kernels/selfcheck.py): "auto" (the stored verdict, or a check when there is none),
-                      "force" (check again), "skip" (no check); None: LOGLINEAR_SELFCHECK, else "auto".
+                      "force" (check again), "skip" (no check); None: LOGLINEAR_SELFCHECK, else "auto". No part
+                      of a run's identity (result.json records what ran).
     chunk_size:       chunk length of the chunkwise operator (a power of two); on the CPU chunk path the
                       linear mixers use at most max(16, K, V) (rounded up to a power of two): same output
                       up to rounding, less dense work per chunk.
+    A field added after runs were made is declared `ADDED` (loglinear/identity.py), as `init` and
+    `mixer_options` are, so every earlier run keeps its id.
     """
 
     mixer: str = "attention"
-    mixer_options: dict[str, Any] = field(default_factory=dict)
+    mixer_options: dict[str, Any] = field(default_factory=dict, metadata=ADDED)
     d_model: int = 64
     n_layers: int = 2
     vocab_size: int = 8192
-    lambda_param: str = "softplus"
-    lambda_bias_init: str = "none"
-    lambda_share_from_level: int | str | None = None
     max_len: int = 2048
-    attention_heads: int | None = None
-    deltanet_heads: int | None = None
-    deltanet_key_dim: int | None = None
-    head_dim: int = 16
-    state_dim: int = 16
     expand: int = 2
     conv_size: int = 4
     mlp_ratio: float = 0.0
     tie_embeddings: bool = True
-    output_head: str = "lm"
-    use_output_gate: bool = True
-    scale_lambda: bool = True
+    output_head: str = field(default="lm", metadata=EXCLUDED)
     negative_eigenvalues: bool = False
-    init: str = "default"
+    init: str = field(default="default", metadata=ADDED)
     dt_init_max: float = 0.1
-    A_init: str = "uniform"
-    A_init_min: float = A_RANGE[0]
-    A_init_max: float = A_RANGE[1]
-    in_proj_std: float = INIT_STD
-    out_proj_init: str = "normal"
-    conv_bias_init: str = "uniform"
-    rope_base: float = 10000.0
     norm_eps: float = 1e-5
     impl: str = "auto"
-    selfcheck: str | None = None
+    selfcheck: str | None = field(default=None, metadata=EXCLUDED)
     chunk_size: int = 64
 
     def __post_init__(self) -> None:

@@ -17,7 +17,6 @@ import functools
 import hashlib
 import json
 import math
-import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,8 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.checks import check_float, check_int
+from loglinear.identity import ADDED, EXCLUDED, LABEL, field_types, with_role
+from loglinear.identity import identity as declared_identity
 from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
 from loglinear.models.mixers import check_model
 from loglinear.runs.stopping import budget_validations
@@ -42,28 +43,6 @@ from loglinear.synthetics.config import (
 
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 GROUPS = ("data", "model", "train", "logger")
-ID_LABELS: dict[str, Any] = {"train.plateau_window": 10, "train.plateau_min_delta": 0.01}
-"""Keys that only label how a run ended (plateau or improving, runs/stopping.py), with their defaults: no part of
-its identity, so a study that labels its runs otherwise reuses them (the report labels each run with the study's
-values). Runs made while they were part of it, away from their defaults, keep that id: `legacy_run_id`."""
-ID_EXCLUDED = ("out_dir", "logger", "model.selfcheck", "model.output_head", *ID_LABELS)
-"""Config keys that do not change what a run computes, so they are not part of its identity (its id, and what a
-rerun in its folder must match): where it lives, how it is logged (a run may move, or be resumed by a wandb
-agent), whether the fused kernels check themselves first (result.json records what ran); the output head,
-which the task fixes (`data.task` is in the identity); and the labels of its end (ID_LABELS)."""
-ID_OMITTED_AT_DEFAULT: dict[str, Any] = {
-    **{f"model.{f.name}": f.default
-       for f in dataclasses.fields(ModelConfig)
-       if f.name in ("deltanet_key_dim", "init", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init",
-                     "conv_bias_init")},
-    "model.mixer_options": {},
-    "data.train_size": None,
-    "train.compile": False,
-    "train.cuda_graphs": False,
-    "train.threshold_evals": 1,
-}
-"""Keys added after runs were made with the configuration, with their defaults: left out of the identity while at
-their default, so adding an option keeps the id of every run made before it (and its folder resumable)."""
 ID_LENGTH = 10
 
 
@@ -104,7 +83,8 @@ class TrainConfig:
                      validation above it, as zoology; docs/runs.md, "Solved", has the pilot behind the default).
     plateau_window, plateau_min_delta: a run ended by its budget is on a plateau when its best validation
                      accuracy rose by less than `plateau_min_delta` over its last `plateau_window` validations,
-                     else still improving (result.json `convergence`, runs/stopping.py).
+                     else still improving (result.json `convergence`, runs/stopping.py). Labels only: no part
+                     of a run's identity, but of its legacy one (`legacy_run_id`).
     patience:        None (default): a plateau is no reason to stop; an int: also stop after this
                      many validations without improvement.
     grad_clip:       gradient-norm clipping (0 disables).
@@ -132,9 +112,9 @@ class TrainConfig:
     max_steps: int = 2000
     val_every: int = 100
     early_stop_threshold: float | None = SOLVED
-    threshold_evals: int = 1
-    plateau_window: int = 10
-    plateau_min_delta: float = 0.01
+    threshold_evals: int = field(default=1, metadata=ADDED)
+    plateau_window: int = field(default=10, metadata=LABEL)
+    plateau_min_delta: float = field(default=0.01, metadata=LABEL)
     patience: int | None = None
     grad_clip: float = 1.0
     precision: str = "auto"
@@ -142,8 +122,8 @@ class TrainConfig:
     devices: Any = 1
     strategy: str = "auto"
     deterministic: bool = False
-    compile: bool = False
-    cuda_graphs: bool = False
+    compile: bool = field(default=False, metadata=ADDED)
+    cuda_graphs: bool = field(default=False, metadata=ADDED)
     init_from: str | None = None
 
     def __post_init__(self) -> None:
@@ -239,13 +219,20 @@ class RunConfig:
     `model.vocab_size` and `model.max_len` follow the data (the task's vocabulary, the longest
     sequence of any set) unless given; `model.output_head` is the task's (`Task.output_head`);
     `model.lambda_share_from_level: trained` becomes the deepest level the longest training sequence reaches.
+    Where a run lives and how it is logged are no part of its identity: it may move, or be resumed by a wandb agent.
     """
 
-    out_dir: str = MISSING
+    out_dir: str = field(default=MISSING, metadata=EXCLUDED)
     data: DataConfig = MISSING
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
-    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig, metadata=EXCLUDED)
+
+
+ID_LABELS: dict[str, Any] = with_role(RunConfig, LABEL)
+"""The keys that only label how a run ended (plateau or improving, runs/stopping.py), with their defaults: a study
+that labels its runs otherwise reuses them (the report labels each run with the study's values). Runs made while
+they were part of the identity, away from their defaults, keep that id: `legacy_run_id`."""
 
 
 def find_config_file(path: str, beside: Path | None, skip: Path | None = None) -> Path:
@@ -408,13 +395,8 @@ def _data_sizes(data_json: str) -> tuple[int, int, int, str]:
 def _instance(cls: type, values: Mapping[str, Any]) -> Any:
     """The dataclass `cls` of plain `values`, nested config groups built as their dataclasses (what
     `OmegaConf.to_object` builds, without OmegaConf)."""
-    hints = _field_types(cls)
+    hints = field_types(cls)
     return cls(**{k: _instance(hints[k], v) if dataclasses.is_dataclass(hints[k]) else v for k, v in values.items()})
-
-
-@functools.cache
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
 
 
 def load_run_config(
@@ -438,25 +420,9 @@ def _one_line(e: OmegaConfBaseException) -> str:
 
 
 def identity(config: dict[str, Any], legacy: bool = False) -> dict[str, Any]:
-    """What a run computes: its configuration (a plain dict) without the ID_EXCLUDED keys, and without the
-    ID_OMITTED_AT_DEFAULT keys where they hold their default; `legacy`: as before ID_LABELS left it (kept where not
-    at their defaults)."""
-    excluded = [key for key in ID_EXCLUDED if not (legacy and key in ID_LABELS)]
-    omitted = {**ID_OMITTED_AT_DEFAULT, **(ID_LABELS if legacy else {})}
-    kept = {k: v for k, v in config.items() if k not in excluded}
-    dropped = [key for key in excluded if "." in key]
-    dropped += [key for key, default in omitted.items() if _value_at(config, key) == (default,)]
-    for group, _, name in (key.partition(".") for key in dropped):
-        if isinstance(kept.get(group), dict):
-            kept[group] = {k: v for k, v in kept[group].items() if k != name}
-    return kept
-
-
-def _value_at(config: dict[str, Any], dotted: str) -> tuple[Any, ...]:
-    """(the value at `group.name`,) or () where the config has none."""
-    group, _, name = dotted.partition(".")
-    values = config.get(group)
-    return (values[name],) if isinstance(values, dict) and name in values else ()
+    """What a run computes: its configuration (a plain dict) less what its fields' identity roles leave out
+    (loglinear/identity.py); `legacy`: as before the labels of its end were left out (ID_LABELS)."""
+    return declared_identity(RunConfig, config, legacy)
 
 
 def run_id(cfg: RunConfig, legacy: bool = False) -> str:

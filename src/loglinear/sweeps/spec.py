@@ -27,9 +27,10 @@ With a `protocol`, each seed sets `train.seed` and `data.seed`; `expand` gives s
 the selection seeds) and `expand(spec, points)` the confirmation runs the report's selection asks for.
 
 A run's id hashes its resolved configuration without `out_dir`, `logger`, `model.selfcheck` and the keys that only
-label its end (runs/config.py, ID_EXCLUDED: how a run is logged, guarded or labelled is not what it is): the same
-run has the same id in any process, whatever the key order of the spec. A run made while those labels were part of
-the id, away from their defaults, has that id as its `alias`, and a sweep finds its folder under it.
+label its end (each field's identity role, docs/runs.md "Run ids": how a run is logged, guarded or labelled is not
+what it is): the same run has the same id in any process, whatever the key order of the spec. A run made while
+those labels were part of the id, away from their defaults, has that id as its `alias`, and a sweep finds its
+folder under it.
 """
 
 from __future__ import annotations

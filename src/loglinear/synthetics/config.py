@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from loglinear.identity import ADDED
 from loglinear.synthetics.arguments import check_int
 from loglinear.synthetics.registry import get_task
 from loglinear.synthetics.task import Task
@@ -56,7 +57,7 @@ class DataConfig:
     batch_size: int = 64
     val_size: int = 1024
     test_size: int = 1024
-    train_size: int | None = None
+    train_size: int | None = field(default=None, metadata=ADDED)
     seed: int = 0
     num_workers: int = 0
 
