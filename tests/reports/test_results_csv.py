@@ -21,7 +21,7 @@ from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.spec import expand, load_spec
 
-from .test_two_stage import extending_stand_in, two_stage_spec
+from ..protocol.test_two_stage import extending_stand_in, two_stage_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT = {"status": "passed", "device": "CPU", "dtype": "float32", "failure": None, "path": None}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from loglinear.reports.results import Record, lookup, slice_values
+from loglinear.protocol.results import Record, lookup, slice_values
 from loglinear.synthetics.registry import get_task
 from loglinear.targets import IGNORE_INDEX
 

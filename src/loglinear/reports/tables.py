@@ -10,8 +10,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from loglinear.protocol.results import HEADERS, Cell, Sweep, mean_std_text, slice_values
 from loglinear.reports.frontier import PAIRS_PREFIX
-from loglinear.reports.results import HEADERS, Cell, Sweep, mean_std_text, slice_values
 from loglinear.reports.state_tracking import (
     SEQ_ACC_PREFIX,
     SEQ_LEN_PREFIX,

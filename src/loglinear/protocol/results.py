@@ -31,7 +31,6 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.models.config import INIT_OPTIONS
-from loglinear.reports.statistics import Event
 from loglinear.runs.config import GROUPS, ID_LABELS, SOLVED, ConfigError, TrainConfig, identity, identity_difference
 from loglinear.runs.folder import FINISHED, RESULT, read_result
 from loglinear.runs.machine import machine_label
@@ -39,7 +38,6 @@ from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import BUDGET_ENDS, budget_label, budget_validations, convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
-from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY = "model.mixer", "model.lambda_param", "model.d_model"
 SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.items()))
@@ -50,6 +48,15 @@ VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
 Candidate = tuple[Any, ...]
 """What a cell selects among: the values of the selected keys (`report.select`), `(lr,)` by default."""
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """When a run first passed a threshold: `steps` trained, `reached` False if it had not when it ended
+    (right-censored at `steps`)."""
+
+    steps: float
+    reached: bool
 
 
 def is_log_linear(mixer: str) -> bool:
@@ -608,18 +615,6 @@ def _value_text(value: Any) -> str:
 
 def _others(candidate: Candidate, at: int) -> Candidate:
     return candidate[:at] + candidate[at + 1:]
-
-
-def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
-    """What a two-stage sweep confirms: the varied values of each cell's runs at the learning rate chosen on the
-    selection runs alone (confirmation runs, whatever their results, take no part), seeds included."""
-    return [cell.runs[0].point for cell in selection_cells(sweep).values() if cell.lr is not None and cell.runs]
-
-
-def confirmation_runs(spec: SweepSpec, sweep: Sweep) -> list[Run]:
-    """The second stage of a two-stage sweep: each cell's configuration at the rate its selection runs in `sweep`
-    pick (`selected_points`), on every confirmation seed."""
-    return expand(spec, confirmation_points(spec, selected_points(sweep)))
 
 
 def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:
