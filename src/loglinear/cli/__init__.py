@@ -3,9 +3,9 @@
 (lambda by level of a log-linear run), `loglinear doctor` (versions, devices and the fused kernels' self-check),
 `loglinear data export` (a data preset's sets as .npy files).
 This module parses and dispatches; each command's work lives in its layer: runs/command.py (train),
-sweeps/commands.py and cli/sweep_run.py (sweep: the runs, then the protocol's decisions and the report, which
-cli/sweep_run.py drives), reports/inspect_command.py (inspect), kernels/doctor.py (doctor), synthetics/export.py
-(data), imported by the command that needs it."""
+sweeps/commands.py (sweep status, a dry run's list of runs, launching) and cli/sweep_run.py (sweep run, report and
+wandb, above the runs, the protocol and the report), reports/inspect_command.py (inspect), kernels/doctor.py
+(doctor), synthetics/export.py (data), imported by the command that needs it."""
 
 from __future__ import annotations
 

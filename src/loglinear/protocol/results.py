@@ -552,14 +552,6 @@ def mean_std(values: list[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def mean_std_text(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
-    """`mean (std)` of `values` times `scale` (percent by default), `-` for none, no std for one value."""
-    if not values:
-        return "-"
-    mean, std = mean_std(values)
-    return f"{scale * mean:.{digits}f}" + ("" if std is None else f" ({scale * std:.{digits}f})")
-
-
 def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable], two_stage: bool = False,
                    keys: Sequence[str] = (LR_KEY,)) -> dict[Hashable, Cell]:
     """Group records by `key`, then keep each group's runs at the candidate (values of the selected `keys`) with
@@ -622,13 +614,3 @@ def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:
     no part), holding its selection runs at the chosen candidate."""
     choosing = [r for r in sweep.records if r.stage != CONFIRMATION]
     return selected_cells(choosing, lambda r: (r.row, r.d_model), keys=sweep.selected_keys)
-
-
-def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:
-    """Test accuracy per slice value, e.g. prefix `test/acc/num_kv_pairs=`: {4: [...], 8: [...]} over `records`."""
-    values: dict[int, list[float]] = {}
-    for record in records:
-        for metric, value in record.test.items():
-            if metric.startswith(prefix) and metric[len(prefix):].lstrip("-").isdigit():
-                values.setdefault(int(metric[len(prefix):]), []).append(float(value))
-    return dict(sorted(values.items()))

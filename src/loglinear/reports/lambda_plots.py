@@ -34,7 +34,6 @@ from loglinear.protocol.results import (
     display_name,
     is_log_linear,
     load_sweep,
-    mean_std_text,
 )
 from loglinear.reports import lambda_recall
 from loglinear.reports.figures import save_figure
@@ -50,6 +49,7 @@ from loglinear.reports.lambda_inspect import (
 )
 from loglinear.reports.lambda_recall import RECALL_CSV, RecallRow, recall_section
 from loglinear.reports.recall_levels import accuracy_by
+from loglinear.reports.tables import mean_std_text
 from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.manifest import run_dir
 
