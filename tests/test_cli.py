@@ -27,5 +27,5 @@ def test_a_mistyped_train_command_fails_before_the_training_and_report_libraries
 
 
 def test_sweeps_and_their_reports_run_without_the_training_libraries():
-    statements = "import loglinear.cli, loglinear.sweeps.commands, loglinear.reports.sweep_run"
+    statements = "import loglinear.cli, loglinear.sweeps.commands, loglinear.cli.sweep_run"
     assert loaded_after(statements, ("lightning", "torchmetrics"))[0] == []

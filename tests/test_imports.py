@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "loglinear"
-LAYERS = ("kernels", "models", "runs", "packing", "sweeps", "reports", "cli", "__main__")
+LAYERS = ("kernels", "models", "runs", "packing", "sweeps", "protocol", "reports", "cli", "__main__")
 """Each layer imports only the layers before it; synthetics is imported by runs and the layers after it, and
 checks, identity, registry and targets (plain helpers) by any."""
 HELPERS = ("checks", "identity", "registry", "targets")

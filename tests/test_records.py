@@ -1,6 +1,6 @@
 """Committed records read the same wherever the repository is cloned: results/ names no absolute path of the
-machine that ran it (its runs' logs included: their interpreter and folders as a sweep now writes them), and every committed sweep folder, in results/ and records/,
-names its spec and its runs' folders relative to itself."""
+machine that ran it (its runs' logs included: their interpreter and folders as a sweep now writes them), and every
+committed sweep folder, in results/ and records/, names its spec and its runs' folders relative to itself."""
 
 from __future__ import annotations
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 from scipy import stats
 
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.chance import chance_level, left_chance
 from loglinear.reports.report import write_report
-from loglinear.reports.results import load_sweep
 from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import report_config
 

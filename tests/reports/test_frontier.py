@@ -10,10 +10,10 @@ import math
 import numpy as np
 import pytest
 
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.frontier import frontier_series
 from loglinear.reports.plots import mqar_frontier
 from loglinear.reports.report import write_report
-from loglinear.reports.results import load_sweep
 
 from .report_helpers import finished, make_sweep, run_entry
 

@@ -15,10 +15,10 @@ from loglinear.cli import main
 from loglinear.kernels import num_levels
 from loglinear.models import LAMBDA_PARAMS
 from loglinear.models.lambda_levels import LevelRow, capture_lambda, lambda_heads
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.lambda_inspect import LEVELS_CSV, LEVELS_PNG, inspect_run, read_csv
 from loglinear.reports.lambda_plots import REPORT, Profile, cell_figure, control_accuracy, profile_of
 from loglinear.reports.lambda_recall import RECALL_CSV, RecallRow
-from loglinear.reports.results import load_sweep
 from loglinear.runs.config import load_run_config, to_yaml
 from loglinear.runs.folder import write_json_atomic
 from loglinear.runs.lit import LitLanguageModel

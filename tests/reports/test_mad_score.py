@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from loglinear.protocol.results import display_name
 from loglinear.reports.report import write_report
-from loglinear.reports.results import display_name
 from loglinear.reports.statistics import wilson
 
 from .report_helpers import finished, make_sweep, row, run_entry, section_rows

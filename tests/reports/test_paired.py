@@ -11,10 +11,11 @@ import re
 import pytest
 from scipy import stats
 
+from loglinear.protocol.results import Event
 from loglinear.reports.paired import COLUMNS, Pairing, holm_family
 from loglinear.reports.primary import primary_line
 from loglinear.reports.report import write_report
-from loglinear.reports.statistics import Event, holm, logrank, mcnemar_exact
+from loglinear.reports.statistics import holm, logrank, mcnemar_exact
 from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import Primary
 

@@ -11,6 +11,7 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_hex
 
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.figures import Palette, row_label
 from loglinear.reports.plots import (
     KM_NUDGE,
@@ -22,7 +23,6 @@ from loglinear.reports.plots import (
 )
 from loglinear.reports.recall_levels import recall_plot
 from loglinear.reports.report import write_report
-from loglinear.reports.results import load_sweep
 from loglinear.reports.tables import format_rate
 
 from .report_helpers import finished, make_sweep, run_entry

@@ -7,9 +7,9 @@ import csv
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.recall_levels import PLOT, TABLE, recall_plot, recall_tables
 from loglinear.reports.report import CSV, write_report
-from loglinear.reports.results import load_sweep
 
 from .report_helpers import finished, make_sweep, row, run_entry, section_rows
 

@@ -151,8 +151,8 @@ def test_selection_accuracy_against_the_learning_rate_and_the_reported_runs_at_t
                for lr, acc in ((1e-3, 0.3), (1e-2, 0.995)) for s in range(2)]
     entries += [run_entry("gated_deltanet", 16, lr, s, finished(acc)) for lr, acc in ((1e-3, 0.6), (1e-2, 0.2))
                 for s in range(2)]
+    from loglinear.protocol.results import load_sweep
     from loglinear.reports.plots import acc_vs_lr
-    from loglinear.reports.results import load_sweep
 
     selection, reported = acc_vs_lr(load_sweep(make_sweep(tmp_path, entries))).axes
     assert sorted(round(y) for y in np.concatenate([c.get_offsets()[:, 1] for c in selection.collections])) == [

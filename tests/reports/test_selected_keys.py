@@ -9,8 +9,8 @@ import json
 import pytest
 
 from loglinear.cli import sweep_main
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.plots import acc_vs_lr
-from loglinear.reports.results import load_sweep
 from loglinear.runs.folder import write_json_atomic
 from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import MANIFEST, RUNS

@@ -9,9 +9,9 @@ from __future__ import annotations
 import csv
 import json
 
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.paired import paired_comparisons
 from loglinear.reports.report import write_report
-from loglinear.reports.results import load_sweep
 
 from .report_helpers import finished, make_sweep, row, run_entry, section_rows
 

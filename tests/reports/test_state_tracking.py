@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from loglinear.protocol.results import Record, load_sweep
 from loglinear.reports.plots import acc_vs_seq_len
-from loglinear.reports.results import Record, load_sweep
 from loglinear.reports.state_tracking import accuracy_at, scaled, training_lengths
 
 from .report_helpers import finished, make_sweep, run_entry

@@ -13,7 +13,7 @@ import numpy as np
 import yaml
 
 from loglinear.cli import sweep_main
-from loglinear.sweeps.power import check_design
+from loglinear.protocol.power import check_design
 from loglinear.sweeps.spec import expand, load_spec, planned_runs
 from loglinear.synthetics.config import training_set
 from loglinear.synthetics.streams import component_sizes

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from loglinear.cli import sweep_main
+from loglinear.protocol.extension import beyond, extension_points, grid_step
+from loglinear.protocol.power import check_design
 from loglinear.reports.report import write_report
 from loglinear.runs.folder import write_json_atomic
 from loglinear.sweeps import runner
-from loglinear.sweeps.extension import beyond, extension_points, grid_step
 from loglinear.sweeps.manifest import RUNS
-from loglinear.sweeps.power import check_design
 from loglinear.sweeps.runner import SweepOutcome
 from loglinear.sweeps.spec import expand, load_spec, planned_runs
 

@@ -289,7 +289,7 @@ def test_the_demos_run_ids_are_pinned():
 def test_a_dry_run_into_a_reader_that_stops_ends_quietly():
     """`loglinear sweep run SPEC --dry-run | head -1`: no traceback, the exit status of a shell tool cut off."""
     spec = CONFIGS_DIR / "sweeps" / "mqar_paper.yaml"  # 840 runs: more than a pipe's buffer holds
-    command = [sys.executable, "-m", "loglinear.cli", "sweep", "run", str(spec), "--dry-run", "--out", "unused"]
+    command = [sys.executable, "-m", "loglinear", "sweep", "run", str(spec), "--dry-run", "--out", "unused"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout.readline().startswith(b"mqar_paper: 840 runs")
     process.stdout.close()

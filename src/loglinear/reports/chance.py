@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 from scipy import stats
 
-from loglinear.reports.results import Cell, Record, Sweep, candidate_text
+from loglinear.protocol.results import Cell, Record, Sweep, candidate_text
 from loglinear.reports.state_tracking import num_classes
 from loglinear.reports.statistics import wilson
 from loglinear.runs.folder import FINISHED

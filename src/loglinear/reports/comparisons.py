@@ -3,6 +3,7 @@ the secondaries under Holm), one sentence of what survives, and the differences 
 
 from __future__ import annotations
 
+from loglinear.protocol.results import Sweep
 from loglinear.reports.paired import (
     ABOVE,
     MINUS,
@@ -15,7 +16,6 @@ from loglinear.reports.paired import (
     unpairable_reason,
 )
 from loglinear.reports.primary import design_line, primary_line
-from loglinear.reports.results import Sweep
 from loglinear.reports.state_tracking import accuracy_at
 from loglinear.reports.statistics import ALPHA
 from loglinear.reports.tables import length_labels, markdown_table, pct_text, test_lengths

@@ -20,7 +20,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from loglinear.reports.results import HEADERS, LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
+from loglinear.protocol.results import HEADERS, LAMBDA_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.runs.folder import write_atomic
 
 ARM_KEYS = (MIXER_KEY, LAMBDA_KEY)

@@ -9,11 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from loglinear.protocol.results import LAMBDA_KEY, Event, Record, Sweep
 from loglinear.reports.paired import COLUMNS as PAIRED_COLUMNS
 from loglinear.reports.paired import Pairing, TestResult
 from loglinear.reports.recall_levels import RECALL_COLUMNS, recall_groups, recall_state
-from loglinear.reports.results import LAMBDA_KEY, Record, Sweep
-from loglinear.reports.statistics import Event
 from loglinear.runs.config import ID_LABELS, config_id
 from loglinear.runs.folder import write_text_atomic
 

@@ -7,47 +7,20 @@ architecture: the table rows without the keys that only change the model's size 
 Mamba-2 with a larger `state_dim` is a further point on Mamba-2's line.
 
 The equal-state comparison pairs each log-linear cell with the base-mixer cell of the same d_model and
-other row keys whose state (at the longest test length) is the smallest one at least as large, seed by
-seed, with the paired machinery of `paired.py`; the sweep has one when such a cell exists.
+other row keys whose state (at the longest test length) is the smallest one at least as large
+(protocol/compared.py), seed by seed, with the paired machinery of `paired.py`; the sweep has one when such a
+cell exists.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
+from loglinear.protocol.compared import SIZE_KEYS, Cells, equal_state_arms, finished_runs, longest_test_state
+from loglinear.protocol.results import Cell, Record, Sweep
 from loglinear.reports.figures import row_label
-from loglinear.reports.paired import Pairing, cell_name, pair, test_score
-from loglinear.reports.results import (
-    LAMBDA_KEY,
-    MIXER_KEY,
-    SIZED_BY_SOME,
-    Cell,
-    Record,
-    Sweep,
-    base_mixer,
-    is_log_linear,
-)
-from loglinear.runs.folder import FINISHED
+from loglinear.reports.paired import Pairing, pair, test_score
 from loglinear.synthetics.config import as_data_config, evaluation_sets
 
-SIZE_KEYS = ("model.d_model", *sorted(f"model.{field}" for field in SIZED_BY_SOME))
-"""Row keys that change only how large a model is (d_model and every mixer's `size_fields`): points along one
-frontier line, not lines of their own."""
 PAIRS_PREFIX = "test/acc/num_kv_pairs="
-
-Cells = dict[Hashable, Cell]
-
-
-def finished_runs(cell: Cell) -> list[Record]:
-    return [r for r in cell.runs if r.status in FINISHED and r.task == "mqar"]
-
-
-def longest_test_state(cell: Cell) -> int | None:
-    """The total state of the cell's runs at their longest test length (None without a recorded one)."""
-    for record in finished_runs(cell):
-        if record.test_seq_lens:
-            return record.state_at(max(record.test_seq_lens))
-    return None
 
 
 def pair_lengths(record: Record) -> dict[int, int]:
@@ -101,37 +74,17 @@ def frontier_series(sweep: Sweep, cells: Cells) -> dict[str, Series]:
 
 def equal_state_comparisons(sweep: Sweep, cells: Cells) -> list[Pairing]:
     """Each log-linear cell against the base-mixer cell of its d_model and non-size row keys with the smallest
-    state at least as large as its own; log-linear cells without such a cell are not compared."""
-    keep = [i for i, key in enumerate(sweep.row_keys) if key not in (*SIZE_KEYS, MIXER_KEY, LAMBDA_KEY)]
-    states = {key: longest_test_state(cell) for key, cell in cells.items()}
-    mixers = {key: _mixer_of(cell) for key, cell in cells.items()}
+    state at least as large as its own (`compared.equal_state_arms`); log-linear cells without such a cell are not
+    compared."""
     pairings = []
-    for key, cell in cells.items():
-        mixer, state = mixers[key], states[key]
-        if mixer is None or not is_log_linear(mixer) or state is None:
-            continue
-        row, d_model = key  # type: ignore[misc]
-        rest = tuple(row[i] for i in keep)
-        candidates = [
-            (states[k], k) for k in cells
-            if mixers[k] == base_mixer(mixer) and k[1] == d_model  # type: ignore[index]
-            and tuple(k[0][i] for i in keep) == rest and (states[k] or 0) >= state  # type: ignore[index]
-        ]
-        if not candidates:
-            continue
-        base_state, base_key = min(candidates, key=lambda c: c[0])
-        rest_of_row = tuple(v for k, v in zip(sweep.row_keys, row, strict=True) if k not in (MIXER_KEY, LAMBDA_KEY))
-        name = cell_name(sweep, rest_of_row, d_model)
-        pairing = pair(sweep, name, mixer, base_mixer(mixer), cell, cells[base_key], test_score, None)  # type: ignore[arg-type]
+    for arms in equal_state_arms(sweep, cells):
+        pairing = pair(sweep, arms.cell, arms.mixer, arms.baseline, *arms.sides, test_score, None)
         pairing.equal_state = True
-        pairing.mixer_label = _side_label(sweep, row, state)
-        pairing.baseline_label = _side_label(sweep, base_key[0], base_state)  # type: ignore[index,arg-type]
+        (row, _), (base_row, _) = arms.keys  # type: ignore[misc]
+        pairing.mixer_label = _side_label(sweep, row, arms.states[0])  # type: ignore[index]
+        pairing.baseline_label = _side_label(sweep, base_row, arms.states[1])  # type: ignore[index]
         pairings.append(pairing)
     return pairings
-
-
-def _mixer_of(cell: Cell) -> str | None:
-    return cell.runs[0].mixer if cell.runs else None
 
 
 def _side_label(sweep: Sweep, row: tuple[str, ...], state: int) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loglinear.protocol.results import Sweep
 from loglinear.reports.files import CSV, TABLE, read_csv
-from loglinear.reports.results import Sweep
 from loglinear.reports.tables import finished_count
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED

@@ -38,9 +38,9 @@ from loglinear.models.lambda_levels import (
     lambda_heads,
     level_output_norms,
 )
+from loglinear.protocol.results import is_log_linear
 from loglinear.reports import lambda_recall
 from loglinear.reports.lambda_recall import RECALL_CSV, RECALL_SEQUENCES, RecallRow, RecallWeights
-from loglinear.reports.results import is_log_linear
 from loglinear.runs.config import ConfigError, RunConfig, load_mapping, resolve
 from loglinear.runs.folder import CONFIG, FINISHED, LAST, read_result, write_text_atomic
 

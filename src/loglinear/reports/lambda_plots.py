@@ -25,6 +25,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from loglinear.models.lambda_levels import LevelRow
+from loglinear.protocol.results import (
+    LAMBDA_KEY,
+    MIXER_KEY,
+    Record,
+    Sweep,
+    base_mixer,
+    display_name,
+    is_log_linear,
+    load_sweep,
+)
 from loglinear.reports import lambda_recall
 from loglinear.reports.figures import save_figure
 from loglinear.reports.lambda_inspect import (
@@ -39,17 +49,7 @@ from loglinear.reports.lambda_inspect import (
 )
 from loglinear.reports.lambda_recall import RECALL_CSV, RecallRow, recall_section
 from loglinear.reports.recall_levels import accuracy_by
-from loglinear.reports.results import (
-    LAMBDA_KEY,
-    MIXER_KEY,
-    Record,
-    Sweep,
-    base_mixer,
-    display_name,
-    is_log_linear,
-    load_sweep,
-    mean_std_text,
-)
+from loglinear.reports.tables import mean_std_text
 from loglinear.runs.folder import FINISHED, write_text_atomic
 from loglinear.sweeps.manifest import run_dir
 

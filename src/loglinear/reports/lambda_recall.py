@@ -24,8 +24,7 @@ import torch
 from torch import Tensor
 
 from loglinear.models.lambda_levels import effective_weights
-from loglinear.reports.results import mean_std_text
-from loglinear.reports.tables import markdown_table
+from loglinear.reports.tables import markdown_table, mean_std_text
 from loglinear.runs.folder import write_text_atomic
 from loglinear.runs.recall_levels import key_levels, recalled_keys
 

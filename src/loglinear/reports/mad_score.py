@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from loglinear.reports.results import COLUMN_KEY, Cell, Sweep
+from loglinear.protocol.results import COLUMN_KEY, Cell, Sweep
 from loglinear.reports.statistics import t_interval, wilson
 from loglinear.reports.tables import column_header, markdown_table
 

@@ -27,27 +27,23 @@ p-value of a report (the secondaries) together with Holm's method.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from loglinear.reports.chance import left_chance
-from loglinear.reports.results import (
+from loglinear.protocol.compared import paired_arms
+from loglinear.protocol.results import (
     DEFAULT_LAMBDA,
-    HEADERS,
-    LAMBDA_KEY,
-    MIXER_KEY,
     Cell,
+    Event,
     Record,
     Sweep,
-    base_mixer,
     display_name,
-    is_log_linear,
     mixer_rank,
 )
+from loglinear.reports.chance import left_chance
 from loglinear.reports.statistics import (
     ALPHA,
-    Event,
     Interval,
     SignedRank,
     holm,
@@ -101,8 +97,6 @@ class Pairing:
     reason: str | None = None
     equal_state: bool = False
     """A comparison with the base model whose state is at least as large (frontier.py), not the same-size one."""
-    keys: tuple[Hashable, Hashable] | None = field(default=None, compare=False, repr=False)
-    """The table cells (row, d_model) of the two sides, when both have runs."""
     left_chance: float | None = None
     """`report.left_chance`: the multiple of chance a run's best validation accuracy must pass (reports/chance.py)."""
 
@@ -288,31 +282,10 @@ def test_score(record: Record) -> float | None:
 
 def paired_comparisons(sweep: Sweep, score: Score = test_score, length: int | None = None) -> list[Pairing]:
     """Every log-linear mixer at the default λ against its base, and every other λ against the default, in every
-    cell. `score` is what is compared seed by seed: the test accuracy by default, or for instance the accuracy at
-    one test length (`state_tracking.accuracy_at`, with `length`)."""
-    rest_keys = [i for i, k in enumerate(sweep.row_keys) if k not in (MIXER_KEY, LAMBDA_KEY)]
-    groups: dict[tuple[tuple[str, ...], int], list[Record]] = {}
-    for record in sweep.records:
-        groups.setdefault((tuple(record.row[i] for i in rest_keys), record.d_model), []).append(record)
-    pairings = []
-    for (rest, d_model), records in groups.items():
-        arms = sweep.select(records, lambda r: (r.mixer, r.lambda_param))
-        name = cell_name(sweep, rest, d_model)
-        for mixer in sorted({m for m, _ in arms}, key=mixer_rank):
-            if not is_log_linear(mixer):
-                continue
-            lambdas = sorted(lam for m, lam in arms if m == mixer)
-            default = DEFAULT_LAMBDA if DEFAULT_LAMBDA in lambdas else (lambdas[0] if len(lambdas) == 1 else None)
-            base = base_mixer(mixer)
-            if default is not None and (base, None) in arms:
-                pairings.append(pair(sweep, name, mixer, base, arms[(mixer, default)], arms[(base, None)],  # type: ignore[arg-type]
-                                      score, length))
-            if DEFAULT_LAMBDA in lambdas:
-                for lam in lambdas:
-                    if lam != DEFAULT_LAMBDA:
-                        pairings.append(pair(sweep, name, f"{mixer}[{lam}]", f"{mixer}[{DEFAULT_LAMBDA}]",
-                                              arms[(mixer, lam)], arms[(mixer, DEFAULT_LAMBDA)], score, length))
-    return pairings
+    cell (`compared.paired_arms`). `score` is what is compared seed by seed: the test accuracy by default, or for
+    instance the accuracy at one test length (`state_tracking.accuracy_at`, with `length`)."""
+    return [pair(sweep, arms.cell, arms.mixer, arms.baseline, *arms.sides, score, length)
+            for arms in paired_arms(sweep)]
 
 
 def unpairable_reason(sweep: Sweep) -> str:
@@ -322,20 +295,11 @@ def unpairable_reason(sweep: Sweep) -> str:
             f"(mixers: {', '.join(mixers)})")
 
 
-def cell_name(sweep: Sweep, rest: tuple[str, ...], d_model: int) -> str:
-    """`d_model=16`, with the cell's other row keys first: `task=parity, eigenvalues=[-1, 1], d_model=64`."""
-    keys = [k for k in sweep.row_keys if k not in (MIXER_KEY, LAMBDA_KEY)]
-    parts = [f"{HEADERS.get(k, k.rsplit('.', 1)[-1])}={v}" for k, v in zip(keys, rest, strict=True)]
-    return ", ".join([*parts, f"d_model={d_model}"])
-
-
 def pair(sweep: Sweep, cell: str, mixer: str, baseline: str, chosen: Cell, base: Cell, score: Score,
           length: int | None) -> Pairing:
     report = sweep.report
     pairing = Pairing(cell, mixer, baseline, _label(mixer), _label(baseline), report.threshold, report.plateau,
                       length, (chosen.candidates, base.candidates), left_chance=report.left_chance)
-    if chosen.runs and base.runs:
-        pairing.keys = ((chosen.runs[0].row, chosen.runs[0].d_model), (base.runs[0].row, base.runs[0].d_model))
     sides = []
     for label, side in ((pairing.mixer_label, chosen), (pairing.baseline_label, base)):
         if side.lr is None:

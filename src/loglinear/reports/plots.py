@@ -17,6 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import NullFormatter
 
+from loglinear.protocol.results import LAMBDA_KEY, LR_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.reports.figures import (
     COUNTS_PAD,
     Group,
@@ -35,7 +36,6 @@ from loglinear.reports.figures import (
     spread_for,
 )
 from loglinear.reports.frontier import frontier_series
-from loglinear.reports.results import LAMBDA_KEY, LR_KEY, MIXER_KEY, Cell, Record, Sweep
 from loglinear.reports.state_tracking import (
     SEQ_LEN_PREFIX,
     num_classes,

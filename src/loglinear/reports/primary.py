@@ -1,6 +1,6 @@
 """The primary comparison's own lines in a report: the comparison the spec declared before the runs, tested alone
 at ALPHA (its test, statistic, p-value, alpha and verdict; Holm's correction covers the secondaries only), and its
-design in the outcome's units (sweeps/power.py) beside what the runs observed: the spread of the paired differences
+design in the outcome's units (protocol/power.py) beside what the runs observed: the spread of the paired differences
 and the differences the study rules out."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import statistics
 
 from scipy import stats
 
+from loglinear.protocol.power import assess, reproduced_limitation
+from loglinear.protocol.results import Sweep, lookup
 from loglinear.reports.paired import Family, TestResult, p_text, signed
-from loglinear.reports.results import Sweep, lookup
 from loglinear.reports.statistics import ALPHA, logrank_test
-from loglinear.sweeps.power import assess, reproduced_limitation
 from loglinear.sweeps.protocol import RATE_TESTS, SHIFT_TESTS, TEST_NAMES, Primary
 
 

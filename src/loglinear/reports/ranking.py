@@ -3,7 +3,7 @@ level) ordered by solve rate, then mean test accuracy. A description beside the 
 
 from __future__ import annotations
 
-from loglinear.reports.results import LAMBDA_KEY, MIXER_KEY, Cell, Sweep, base_mixer, display_name, is_log_linear
+from loglinear.protocol.results import LAMBDA_KEY, MIXER_KEY, Cell, Sweep, base_mixer, display_name, is_log_linear
 from loglinear.reports.tables import (
     column_header,
     format_cell,

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from loglinear.protocol.results import Record, Sweep, is_log_linear
 from loglinear.reports.figures import (
     Group,
     Palette,
@@ -23,8 +24,7 @@ from loglinear.reports.figures import (
     seed_points,
     solved_key,
 )
-from loglinear.reports.results import Record, Sweep, is_log_linear, mean_std_text
-from loglinear.reports.tables import markdown_table
+from loglinear.reports.tables import markdown_table, mean_std_text
 from loglinear.runs.folder import FINISHED, write_text_atomic
 
 TABLE = "recall.md"

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from loglinear.protocol.results import Sweep, load_sweep
+from loglinear.protocol.stability import selection_stability
 from loglinear.reports.chance import NOTE as CHANCE_NOTE
 from loglinear.reports.chance import (
     SELECTION_NOTE,
@@ -33,8 +35,7 @@ from loglinear.reports.plots import write_plots
 from loglinear.reports.primary import standing_line
 from loglinear.reports.ranking import lambda_ranking
 from loglinear.reports.recall_levels import write_recall_report
-from loglinear.reports.results import Sweep, load_sweep
-from loglinear.reports.stability import format_stability, selection_stability, stability_summary
+from loglinear.reports.stability import format_stability, stability_summary
 from loglinear.reports.tables import (
     MISSING_HEADING,
     accuracy_note,

@@ -28,15 +28,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from loglinear.protocol.confirmation import confirmation_runs
+from loglinear.protocol.results import Record, Sweep, arrange, labels
 from loglinear.reports.files import ERROR, LABELS, MACHINE, RECALL, SELFCHECKS, read_csv
 from loglinear.reports.recall_levels import RECALL_COLUMNS
-from loglinear.reports.results import (
-    Record,
-    Sweep,
-    arrange,
-    confirmation_runs,
-    labels,
-)
 from loglinear.runs.config import ID_LABELS, ConfigError, RunConfig
 from loglinear.runs.folder import FINISHED, STATUSES
 from loglinear.runs.state_size import train_seq_len

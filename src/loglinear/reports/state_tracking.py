@@ -1,4 +1,5 @@
-"""State-tracking measures of a run: Grazzi et al.'s scaled accuracy and the lengths it was trained on.
+"""State-tracking measures of a run: Grazzi et al.'s scaled accuracy and the lengths it was trained on; and a
+run's test accuracy per slice (`slice_values`: per test length, per number of key-value pairs).
 
 Scaled accuracy (Grazzi et al. 2025, "Unlocking State-Tracking in Linear RNNs Through Negative
 Eigenvalues") maps chance to 0 and a perfect model to 1: (acc - 1/C) / (1 - 1/C) with C the task's
@@ -7,10 +8,10 @@ number of classes, so runs of tasks with different C read on one scale.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from loglinear.reports.results import Record, lookup, slice_values
+from loglinear.protocol.results import Record, lookup
 from loglinear.synthetics.registry import get_task
 from loglinear.targets import IGNORE_INDEX
 
@@ -59,3 +60,13 @@ def accuracy_at(length: int) -> Callable[[Record], float | None]:
     """A run's test accuracy at test length `length`, scored like `Record.test_score` (paired comparisons per
     length)."""
     return lambda record: record.test_value(f"{SEQ_LEN_PREFIX}{length}")
+
+
+def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:
+    """Test accuracy per slice value, e.g. prefix `test/acc/num_kv_pairs=`: {4: [...], 8: [...]} over `records`."""
+    values: dict[int, list[float]] = {}
+    for record in records:
+        for metric, value in record.test.items():
+            if metric.startswith(prefix) and metric[len(prefix):].lstrip("-").isdigit():
+                values.setdefault(int(metric[len(prefix):]), []).append(float(value))
+    return dict(sorted(values.items()))

@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from loglinear.protocol.results import Event
 from loglinear.sweeps.protocol import ALPHA
 
 LEVEL = 1 - ALPHA
@@ -42,15 +43,6 @@ class Interval:
         """The interval cut at `low` and `high`, the bounds of what it estimates (a t interval over few values far
         apart can reach past them)."""
         return replace(self, low=max(self.low, low), high=min(self.high, high))
-
-
-@dataclass(frozen=True)
-class Event:
-    """When a run first passed a threshold: `steps` trained, `reached` False if it had not when it ended
-    (right-censored at `steps`)."""
-
-    steps: float
-    reached: bool
 
 
 @dataclass(frozen=True)

@@ -10,13 +10,14 @@ import re
 from collections import Counter
 from typing import Any
 
+from loglinear.protocol.results import HEADERS, Cell, Sweep, mean_std
 from loglinear.reports.frontier import PAIRS_PREFIX
-from loglinear.reports.results import HEADERS, Cell, Sweep, mean_std_text, slice_values
 from loglinear.reports.state_tracking import (
     SEQ_ACC_PREFIX,
     SEQ_LEN_PREFIX,
     num_classes,
     scaled,
+    slice_values,
     tested_at_several_lengths,
     training_lengths,
 )
@@ -60,6 +61,14 @@ MACHINES_NOTE = (
     "set torch's CPU kernels used, the GPU, torch's version and the threads. Processors round differently, and a run "
     "whose accuracy sits near a threshold can end otherwise on another machine (docs/reports.md, \"Machines\")."
 )
+
+
+def mean_std_text(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
+    """`mean (std)` of `values` times `scale` (percent by default), `-` for none, no std for one value."""
+    if not values:
+        return "-"
+    mean, std = mean_std(values)
+    return f"{scale * mean:.{digits}f}" + ("" if std is None else f" ({scale * std:.{digits}f})")
 
 
 def pct_text(threshold: float) -> str:

@@ -1,1 +1,2 @@
-"""Runs and sweeps: the run configuration, one training run, grids of runs, and their reports."""
+"""Sweeps: grids of runs from a spec, their manifest, launching and status (protocol/ decides what a sweep trains
+next; reports/ writes its report)."""

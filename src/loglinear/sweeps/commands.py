@@ -1,11 +1,10 @@
-"""The work of `loglinear sweep status`, `sweep wandb` and `sweep run --dry-run`, and how `sweep run` launches
-runs (`Launch`); `reports/sweep_run.py` drives a whole `sweep run`, which ends with the report."""
+"""The work of `loglinear sweep status` and of `sweep run --dry-run`'s list of runs, and how `sweep run` launches
+runs (`Launch`); cli/sweep_run.py drives a whole `sweep run`, which ends with the report, and `sweep wandb`."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,13 +12,11 @@ from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.runs.stopping import TOO_SHORT, budget_validations
 from loglinear.sweeps import runner
-from loglinear.sweeps.extension import extendable
 from loglinear.sweeps.gpu_estimate import gpu_time_lines, read_figures
-from loglinear.sweeps.manifest import check_owner, default_out, read_manifest, run_dir, write_manifest
-from loglinear.sweeps.power import check_design
+from loglinear.sweeps.manifest import default_out, read_manifest, run_dir
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import SweepOutcome
-from loglinear.sweeps.spec import Run, SweepSpec, describe, expand, load_spec, planned_runs
+from loglinear.sweeps.spec import Run, SweepSpec, describe
 
 
 @dataclass(frozen=True)
@@ -89,18 +86,6 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
     short = budget_too_short(runs)
     if short:
         print(short)
-    if spec.protocol is not None:
-        seeds = ", ".join(map(str, spec.protocol.confirmation_seeds))
-        if not extendable(spec):
-            extensions = "no grid extension (each cell has a single learning rate: no pick sits at an edge)"
-        elif spec.protocol.extensions == 0:
-            extensions = "no grid extension (protocol.extensions: 0; an edge pick is marked, not extended)"
-        else:
-            extensions = (f"for each cell whose pick sits at an edge of its learning rates, up to "
-                          f"{spec.protocol.extensions} more beyond it on the selection seeds")
-        print(f"then, once these selection runs are done: {extensions}; then each cell's "
-              f"selected learning rate on the confirmation seeds {seeds} "
-              f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
 
 
 def budget_too_short(runs: list[Run]) -> str | None:
@@ -129,30 +114,4 @@ def print_status(out: Path) -> int:
               f"stopped or not started", file=sys.stderr)
         states = sweep_status(out, with_queue=False)
     print(format_status(read_manifest(out)["name"], states))
-    return 0
-
-
-def write_wandb(spec_path: str, out_arg: str | None,
-                check: Callable[[SweepSpec, list[Run]], None] | None = None) -> int:
-    """A wandb sweep file whose runs are `loglinear train` commands, and the manifest of its runs; `check`: what
-    else refuses the spec and its runs before anything is written (the report's primary check)."""
-    from loglinear.sweeps.launchers import write_wandb_sweep
-
-    spec = load_spec(spec_path)
-    design = check_design(spec)  # the same refusal as `sweep run`, before anything is written
-    if design is not None:
-        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
-    runs = expand(spec)
-    if check is not None:
-        check(spec, runs)
-    out = sweep_out(spec, out_arg)
-    check_owner(out, spec)
-    path = write_wandb_sweep(spec, out)
-    write_manifest(out, spec, runs)
-    print(
-        f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). "
-        "Start the sweep, then one agent per GPU or machine, "
-        f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
-        f"When they are done: loglinear sweep report {out}"
-    )
     return 0

@@ -2,7 +2,8 @@
 two-stage protocol); under a protocol also grid extensions (a selection run of one of the grid's configurations
 at a learning rate beyond its rates) and confirmation runs (one of the grid's configurations on a confirmation
 seed). Which extensions and which confirmation rates a sweep runs follows from its selection runs' results
-(reports/sweep_run.py); what can be told without them is whether a recorded run is one of those kinds."""
+(protocol/extension.py, protocol/confirmation.py); what can be told without them is whether a recorded run is one
+of those kinds."""
 
 from __future__ import annotations
 

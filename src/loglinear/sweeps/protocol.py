@@ -206,7 +206,7 @@ class ReportConfig:
     select: list[str] = field(default_factory=lambda: [LR_KEY])
     reproduces: str | None = None
     """The folder of the committed study this spec reran (results/NAME): its design may then stay below what a new
-    design needs (sweeps/power.py), with the limitation stated on every report."""
+    design needs (protocol/power.py), with the limitation stated on every report."""
     plateau_gap: list[float] | None = None
     """The empty gap (low, high) of the pilots' final validation accuracies: the escaped threshold lies in it."""
     left_chance: float | None = None

@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 
 from loglinear.cli import sweep_main
+from loglinear.protocol.confirmation import selected_points
+from loglinear.protocol.results import load_sweep
 from loglinear.reports.report import write_report
-from loglinear.reports.results import load_sweep, selected_points
 from loglinear.runs.folder import write_json_atomic
 from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import MANIFEST, RUNS
 from loglinear.sweeps.runner import SweepOutcome
 from loglinear.sweeps.spec import confirmation_points, expand, load_spec
 
-from .report_helpers import finished, make_sweep, row, run_entry, section_rows, table_rows
+from ..reports.report_helpers import finished, make_sweep, row, run_entry, section_rows, table_rows
 
 PROTOCOL = {"selection_seeds": [0, 1], "confirmation_seeds": [2, 3, 4], "allow_few_selection_seeds": True}
 

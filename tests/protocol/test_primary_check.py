@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loglinear.cli import main
-from loglinear.reports.primary_check import check_primary
+from loglinear.protocol.primary_check import check_primary
 from loglinear.sweeps.spec import SpecError, expand, load_spec
 
 from ..sweeps.sweep_helpers import write_spec

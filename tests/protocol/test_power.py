@@ -14,8 +14,7 @@ import yaml
 from scipy import stats
 
 from loglinear.cli import main
-from loglinear.runs.config import CONFIGS_DIR, ConfigError
-from loglinear.sweeps.power import (
+from loglinear.protocol.power import (
     DesignError,
     assess,
     best_case_p,
@@ -26,10 +25,11 @@ from loglinear.sweeps.power import (
     signed_rank_power,
     smallest_shift,
 )
+from loglinear.runs.config import CONFIGS_DIR, ConfigError
 from loglinear.sweeps.protocol import Effect, Primary
 from loglinear.sweeps.spec import load_spec, parse_spec
 
-from .sweep_helpers import TINY_BASE
+from ..sweeps.sweep_helpers import TINY_BASE
 
 PRIMARY = {"mixer": "log_linear_mamba2", "baseline": "mamba2"}
 

@@ -1,6 +1,6 @@
-"""The work of `loglinear sweep run` and `sweep report`: a sweep from its spec to its report. It lives with the
-reports because a two-stage sweep selects on its own results (reports/results.py) before its second stage, and
-every sweep ends by writing its report."""
+"""The work of `loglinear sweep run`, `sweep report` and `sweep wandb`: a sweep from its spec to its report. It
+stands above the runs (sweeps/), the protocol's decisions (protocol/: the design check, the grid extension and the
+confirmation runs a two-stage sweep selects on its own results) and the report (reports/) it ends with."""
 
 from __future__ import annotations
 
@@ -8,20 +8,21 @@ import subprocess
 import sys
 from pathlib import Path
 
-from loglinear.reports.candidates import extension_targets
+from loglinear.protocol.confirmation import confirmation_runs
+from loglinear.protocol.extension import extension_points, extension_targets, grid_step
+from loglinear.protocol.power import check_design
+from loglinear.protocol.primary_check import check_primary
+from loglinear.protocol.results import Sweep, load_sweep
+from loglinear.protocol.stages import later_stages
 from loglinear.reports.files import CSV
 from loglinear.reports.guard import protect_before_run
 from loglinear.reports.lambda_plots import write_lambda_report
-from loglinear.reports.primary_check import check_primary
 from loglinear.reports.report import write_report
-from loglinear.reports.results import Sweep, confirmation_runs, load_sweep
 from loglinear.reports.results_csv import load_sweep_from_csv
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
-from loglinear.sweeps.extension import extension_points, grid_step
 from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, check_owner, write_manifest
-from loglinear.sweeps.power import check_design
 from loglinear.sweeps.progress import ELSEWHERE, progress_line
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
 from loglinear.sweeps.spec import Run, SweepSpec, expand, load_spec
@@ -45,6 +46,9 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     runs = adopt_legacy(out, runs)
     if dry_run:
         print_plan(spec, runs, out, launch.pack)
+        stages = later_stages(spec, runs)
+        if stages is not None:
+            print(stages)
         return 0
     with exclusive_sweep(out):
         protect_before_run(out, spec, runs)  # a spec that drops reported runs is refused before the manifest changes
@@ -91,7 +95,7 @@ def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
 def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
             first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
     """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
-    rate beyond it on the selection seeds, and so do the cells compared with it (reports/candidates.py). Rerunning
+    rate beyond it on the selection seeds, and so do the cells compared with it (protocol/extension.py). Rerunning
     the sweep makes the same decisions from the same results, so it resumes here too."""
     assert spec.protocol is not None
     step = grid_step(spec)
@@ -137,6 +141,30 @@ def report_sweep(out: Path, *, lambda_levels: bool = False, spec: str | None = N
         print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
         for name, reason in skipped.items():
             print(f"skipped {name}: {reason}", file=sys.stderr)
+    return 0
+
+
+def write_wandb(spec_path: str, out_arg: str | None) -> int:
+    """`loglinear sweep wandb`: a wandb sweep file whose runs are `loglinear train` commands, and the manifest of its
+    runs, after the same refusals as `sweep run` (the design check, the report's primary check)."""
+    from loglinear.sweeps.launchers import write_wandb_sweep
+
+    spec = load_spec(spec_path)
+    design = check_design(spec)  # the same refusal as `sweep run`, before anything is written
+    if design is not None:
+        print(f"loglinear sweep: {design.text()}", file=sys.stderr)
+    runs = expand(spec)
+    check_primary(spec, runs)
+    out = sweep_out(spec, out_arg)
+    check_owner(out, spec)
+    path = write_wandb_sweep(spec, out)
+    write_manifest(out, spec, runs)
+    print(
+        f"wrote {path} ({len(runs)} runs into {out}/runs/<run_id>). "
+        "Start the sweep, then one agent per GPU or machine, "
+        f"from this directory:\n  wandb sweep --project loglinear {path}\n  wandb agent ENTITY/loglinear/SWEEP_ID\n"
+        f"When they are done: loglinear sweep report {out}"
+    )
     return 0
 
 

@@ -31,7 +31,6 @@ from typing import Any
 
 from loglinear.models import MIXERS, ModelConfig
 from loglinear.models.config import INIT_OPTIONS
-from loglinear.reports.statistics import Event
 from loglinear.runs.config import GROUPS, ID_LABELS, SOLVED, ConfigError, TrainConfig, identity, identity_difference
 from loglinear.runs.folder import FINISHED, RESULT, read_result
 from loglinear.runs.machine import machine_label
@@ -39,7 +38,6 @@ from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import BUDGET_ENDS, budget_label, budget_validations, convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
 from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
-from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY = "model.mixer", "model.lambda_param", "model.d_model"
 SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.items()))
@@ -50,6 +48,15 @@ VAL_METRIC, TEST_METRIC = "val/acc", "test/acc"
 Candidate = tuple[Any, ...]
 """What a cell selects among: the values of the selected keys (`report.select`), `(lr,)` by default."""
 HEADERS = {MIXER_KEY: "Architecture", LAMBDA_KEY: "λ", "model.negative_eigenvalues": "eigenvalues", "data": "task"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """When a run first passed a threshold: `steps` trained, `reached` False if it had not when it ended
+    (right-censored at `steps`)."""
+
+    steps: float
+    reached: bool
 
 
 def is_log_linear(mixer: str) -> bool:
@@ -545,14 +552,6 @@ def mean_std(values: list[float]) -> tuple[float, float | None]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def mean_std_text(values: list[float], scale: float = 100.0, digits: int = 1) -> str:
-    """`mean (std)` of `values` times `scale` (percent by default), `-` for none, no std for one value."""
-    if not values:
-        return "-"
-    mean, std = mean_std(values)
-    return f"{scale * mean:.{digits}f}" + ("" if std is None else f" ({scale * std:.{digits}f})")
-
-
 def selected_cells(records: Iterable[Record], key: Callable[[Record], Hashable], two_stage: bool = False,
                    keys: Sequence[str] = (LR_KEY,)) -> dict[Hashable, Cell]:
     """Group records by `key`, then keep each group's runs at the candidate (values of the selected `keys`) with
@@ -610,30 +609,8 @@ def _others(candidate: Candidate, at: int) -> Candidate:
     return candidate[:at] + candidate[at + 1:]
 
 
-def selected_points(sweep: Sweep) -> list[dict[str, Any]]:
-    """What a two-stage sweep confirms: the varied values of each cell's runs at the learning rate chosen on the
-    selection runs alone (confirmation runs, whatever their results, take no part), seeds included."""
-    return [cell.runs[0].point for cell in selection_cells(sweep).values() if cell.lr is not None and cell.runs]
-
-
-def confirmation_runs(spec: SweepSpec, sweep: Sweep) -> list[Run]:
-    """The second stage of a two-stage sweep: each cell's configuration at the rate its selection runs in `sweep`
-    pick (`selected_points`), on every confirmation seed."""
-    return expand(spec, confirmation_points(spec, selected_points(sweep)))
-
-
 def selection_cells(sweep: Sweep) -> dict[Hashable, Cell]:
     """Each table cell's selection, from the selection runs alone (confirmation runs, whatever their results, take
     no part), holding its selection runs at the chosen candidate."""
     choosing = [r for r in sweep.records if r.stage != CONFIRMATION]
     return selected_cells(choosing, lambda r: (r.row, r.d_model), keys=sweep.selected_keys)
-
-
-def slice_values(records: Iterable[Record], prefix: str) -> dict[int, list[float]]:
-    """Test accuracy per slice value, e.g. prefix `test/acc/num_kv_pairs=`: {4: [...], 8: [...]} over `records`."""
-    values: dict[int, list[float]] = {}
-    for record in records:
-        for metric, value in record.test.items():
-            if metric.startswith(prefix) and metric[len(prefix):].lstrip("-").isdigit():
-                values.setdefault(int(metric[len(prefix):]), []).append(float(value))
-    return dict(sorted(values.items()))

@@ -1,15 +1,15 @@
 """The declared primary comparison checked against the sweep it belongs to, before anything runs (`sweep run`,
-`--dry-run` too): the report's own comparisons of the planned runs, without results, must hold exactly one that the
-primary names, in a cell of the sweep, with a plateau for the escaped test and a test length the sweep reports.
-Otherwise the report would refuse it only after all the compute."""
+`--dry-run` too): the report's own comparisons of the planned runs (protocol/compared.py), without results, must hold
+exactly one that the primary names, in a cell of the sweep, with a plateau for the escaped test and a test length
+the sweep reports. Otherwise the report would refuse it only after all the compute."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
-from loglinear.reports.paired import Pairing, paired_comparisons
-from loglinear.reports.results import Record, Sweep, base_mixer, is_log_linear, sweep_of
+from loglinear.protocol.compared import Arms, paired_arms
+from loglinear.protocol.results import Record, Sweep, base_mixer, is_log_linear, sweep_of
 from loglinear.runs.config import ConfigError
 from loglinear.sweeps.protocol import TESTS, Primary, as_mapping
 from loglinear.sweeps.spec import Run, SpecError, SweepSpec
@@ -47,13 +47,13 @@ def _check(primary: Primary, spec: SweepSpec, runs: list[Run]) -> None:
     if primary.equal_state:  # its cells pair states measured by the runs: only its two arms can be checked now
         _check_equal_state(primary, sweep)
         return
-    pairings = paired_comparisons(sweep)
-    named = [p for p in pairings if (p.mixer, p.baseline) == (primary.mixer, primary.baseline)]
+    compared = paired_arms(sweep)
+    named = [a for a in compared if (a.mixer, a.baseline) == (primary.mixer, primary.baseline)]
     if not named:
         raise ConfigError(f"{primary.mixer} vs {primary.baseline} is not a comparison of this sweep (mixer: the "
                           f"log-linear mixer or λ tested, baseline: what it is compared with); its comparisons: "
-                          f"{_listed(sorted({f'{p.mixer} vs {p.baseline}' for p in pairings}))}")
-    cells = sorted({p.cell for p in named})
+                          f"{_listed(sorted({f'{a.mixer} vs {a.baseline}' for a in compared}))}")
+    cells = sorted({a.cell for a in named})
     if primary.cell is not None and primary.cell not in cells:
         raise ConfigError(f"cell {primary.cell!r} is not a cell of {primary.mixer} vs {primary.baseline}; "
                           f"its cells: {_listed(cells)}")
@@ -61,7 +61,7 @@ def _check(primary: Primary, spec: SweepSpec, runs: list[Run]) -> None:
         raise ConfigError(f"{primary.mixer} vs {primary.baseline} is compared in {len(cells)} cells: name one "
                           f"with report.primary.cell ({_listed(cells)})")
     if primary.length is not None:
-        lengths = _test_lengths(runs, [p for p in named if primary.cell in (None, p.cell)])
+        lengths = _test_lengths(runs, [a for a in named if primary.cell in (None, a.cell)])
         if primary.length not in lengths:
             raise ConfigError(f"length {primary.length} is not a test length the report compares at; "
                               f"valid: {_listed([str(n) for n in lengths])} (only a task other than MQAR tested at "
@@ -77,10 +77,10 @@ def _check_equal_state(primary: Primary, sweep: Sweep) -> None:
                           f"(a log-linear mixer against its base); its comparisons: {_listed(pairs)}")
 
 
-def _test_lengths(runs: list[Run], pairings: list[Pairing]) -> list[int]:
-    """The test lengths the report compares the pairings' runs at: those of their runs tested at several lengths
+def _test_lengths(runs: list[Run], compared: list[Arms]) -> list[int]:
+    """The test lengths the report compares the comparisons' runs at: those of their runs tested at several lengths
     on a task other than MQAR (reports/state_tracking.tested_at_several_lengths)."""
-    mixers = {name.partition("[")[0] for p in pairings for name in (p.mixer, p.baseline)}
+    mixers = {name.partition("[")[0] for a in compared for name in (a.mixer, a.baseline)}
     per_run = [{task.seq_len for s in evaluation_sets(r.config.data) for task in s.tasks} for r in runs
                if r.config.data.task != "mqar" and r.config.model.mixer in mixers]
     return sorted(set().union(*(lengths for lengths in per_run if len(lengths) > 1)))

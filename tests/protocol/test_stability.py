@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from loglinear.protocol.results import load_sweep
+from loglinear.protocol.stability import selection_stability
 from loglinear.reports.report import write_report
-from loglinear.reports.results import load_sweep
-from loglinear.reports.stability import format_stability, selection_stability
+from loglinear.reports.stability import format_stability
 
-from .report_helpers import finished, make_sweep, row, run_entry, section_rows
+from ..reports.report_helpers import finished, make_sweep, row, run_entry, section_rows
 
 PROTOCOL = {"selection_seeds": [0, 1, 2], "confirmation_seeds": [5, 6]}
 

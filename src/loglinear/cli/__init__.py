@@ -3,7 +3,8 @@
 (lambda by level of a log-linear run), `loglinear doctor` (versions, devices and the fused kernels' self-check),
 `loglinear data export` (a data preset's sets as .npy files).
 This module parses and dispatches; each command's work lives in its layer: runs/command.py (train),
-sweeps/commands.py and reports/sweep_run.py (sweep), reports/inspect_command.py (inspect), kernels/doctor.py
+sweeps/commands.py (sweep status, a dry run's list of runs, launching) and cli/sweep_run.py (sweep run, report and
+wandb, above the runs, the protocol and the report), reports/inspect_command.py (inspect), kernels/doctor.py
 (doctor), synthetics/export.py (data), imported by the command that needs it."""
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def sweep_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from loglinear.reports.sweep_run import run_sweep
+    from loglinear.cli.sweep_run import run_sweep
     from loglinear.sweeps.commands import Launch
 
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
@@ -173,17 +174,16 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from loglinear.reports.sweep_run import report_sweep
+    from loglinear.cli.sweep_run import report_sweep
 
     return report_sweep(Path(args.dir), lambda_levels=args.lambda_levels, spec=args.spec,
                         from_results=args.from_results, force=args.force)
 
 
 def _wandb(args: argparse.Namespace) -> int:
-    from loglinear.reports.primary_check import check_primary
-    from loglinear.sweeps.commands import write_wandb
+    from loglinear.cli.sweep_run import write_wandb
 
-    return write_wandb(args.spec, args.out, check_primary)
+    return write_wandb(args.spec, args.out)
 
 
 INSPECT_HELP = """\
@@ -330,6 +330,3 @@ EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
 COMMANDS = {"train": train_main, "sweep": sweep_main, "inspect": inspect_main, "doctor": doctor_main,
             "data": data_main}
 """The subcommands of `loglinear`: name -> entry point taking the remaining arguments."""
-
-if __name__ == "__main__":
-    sys.exit(main())
