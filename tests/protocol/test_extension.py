@@ -19,8 +19,8 @@ from loglinear.protocol.extension import (
     grid_step,
 )
 from loglinear.protocol.results import load_sweep
-from loglinear.sweeps.protocol import MAX_EXTENSIONS
 from loglinear.sweeps.spec import parse_spec
+from loglinear.sweeps.spec_keys import MAX_EXTENSIONS
 
 from ..reports.report_helpers import make_sweep
 from ..reports.test_frontier import entry

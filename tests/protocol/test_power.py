@@ -26,8 +26,8 @@ from loglinear.protocol.power import (
     smallest_shift,
 )
 from loglinear.runs.config import CONFIGS_DIR, ConfigError
-from loglinear.sweeps.protocol import Effect, Primary
 from loglinear.sweeps.spec import load_spec, parse_spec
+from loglinear.sweeps.spec_keys import Effect, Primary
 
 from ..sweeps.sweep_helpers import TINY_BASE
 

@@ -12,7 +12,7 @@ from loglinear.protocol.results import load_sweep
 from loglinear.reports.chance import chance_level, left_chance
 from loglinear.reports.report import write_report
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.protocol import report_config
+from loglinear.sweeps.spec_keys import report_config
 
 from .report_helpers import finished, make_sweep, run_entry
 

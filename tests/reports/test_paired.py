@@ -17,7 +17,7 @@ from loglinear.reports.primary import primary_line
 from loglinear.reports.report import write_report
 from loglinear.reports.statistics import holm, logrank, mcnemar_exact
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.protocol import Primary
+from loglinear.sweeps.spec_keys import Primary
 
 from .report_helpers import finished, make_sweep, run_entry, section_rows, table_rows
 from .report_helpers import row as row_of

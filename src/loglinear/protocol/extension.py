@@ -20,8 +20,8 @@ from typing import Any
 
 from loglinear.protocol.compared import equal_state_arms, paired_arms
 from loglinear.protocol.results import Candidate, Cell, Sweep, selection_cells
-from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY, SEED_KEYS, SELECTION, seed_point
 from loglinear.sweeps.spec import SweepSpec, points
+from loglinear.sweeps.spec_keys import CONFIRMATION, LR_KEY, SEED_KEYS, SELECTION, seed_point
 
 HALF_DECADE = math.sqrt(10.0)
 RATIO_TOLERANCE = 0.01

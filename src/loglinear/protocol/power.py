@@ -33,7 +33,8 @@ import numpy as np
 from scipy import stats
 
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.protocol import (
+from loglinear.sweeps.spec import SweepSpec, points
+from loglinear.sweeps.spec_keys import (
     ALPHA,
     MIN_REFERENCE_POWER,
     MIN_SELECTION_SEEDS,
@@ -45,7 +46,6 @@ from loglinear.sweeps.protocol import (
     Primary,
     Reference,
 )
-from loglinear.sweeps.spec import SweepSpec, points
 
 LOGRANK_TIES = 6
 """Up to this many seeds a side, `logrank_best_case` tries every pattern of ties (462 at 6)."""

@@ -11,8 +11,8 @@ from pathlib import Path
 from loglinear.protocol.compared import Arms, paired_arms
 from loglinear.protocol.results import Record, Sweep, base_mixer, is_log_linear, sweep_of
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.protocol import TESTS, Primary, as_mapping
 from loglinear.sweeps.spec import Run, SpecError, SweepSpec
+from loglinear.sweeps.spec_keys import TESTS, Primary, as_mapping
 from loglinear.synthetics.config import evaluation_sets
 
 PLATEAU_TEST = "escaped"

@@ -7,7 +7,7 @@ A cell (an arm of the comparisons) is one table row (architecture, λ parameteri
 every other varied key that is not d_model, a selected key or a seed) at one d_model, so every arm
 chooses among the same candidates: λ is never selected together with the lr (each λ is its own row,
 compared with the default λ). Single-stage protocol: the selection and the report use the same runs.
-Two-stage protocol (`sweeps.protocol.TwoStage`): the lr is chosen on the selection seeds' runs only and
+Two-stage protocol (`sweeps.spec_keys.TwoStage`): the lr is chosen on the selection seeds' runs only and
 the cell reports the confirmation seeds' runs at that lr.
 
 A run is scored by its final weights, the weights the test set sees: `final_val["val/acc"]` for selection,
@@ -37,7 +37,7 @@ from loglinear.runs.machine import machine_label
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import BUDGET_ENDS, budget_label, budget_validations, convergence, crossing_step
 from loglinear.sweeps.manifest import read_manifest
-from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
+from loglinear.sweeps.spec_keys import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY = "model.mixer", "model.lambda_param", "model.d_model"
 SIZED_BY_SOME = frozenset().union(*(mixer.size_fields for _, mixer in MIXERS.items()))

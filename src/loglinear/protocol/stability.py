@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loglinear.protocol.results import Candidate, Record, Sweep, best_candidate, mean_val_scores
-from loglinear.sweeps.protocol import CONFIRMATION, LR_KEY
+from loglinear.sweeps.spec_keys import CONFIRMATION, LR_KEY
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from loglinear.protocol.results import Cell, Record, Sweep, candidate_text
 from loglinear.reports.state_tracking import num_classes
 from loglinear.reports.statistics import wilson
 from loglinear.runs.folder import FINISHED
-from loglinear.sweeps.protocol import CONFIRMATION
+from loglinear.sweeps.spec_keys import CONFIRMATION
 
 NOTE = ("`k/n [low, high]`: k of the cell's n runs left chance: their best validation accuracy rose above {multiple:g} "
         "times chance, the accuracy of a uniform guess among the task's classes ({levels}); with the Wilson 95% "

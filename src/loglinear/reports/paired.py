@@ -7,7 +7,7 @@ d_model), each side is one arm at its own selected learning rate (`results.selec
 choose among their learning rates, and say how many); under the two-stage protocol the pairs are the
 confirmation seeds' runs. A seed on one side only is left out and counted.
 
-Each comparison has up to four tests, five with a paired-t primary (`sweeps.protocol.TESTS`, statistics in
+Each comparison has up to four tests, five with a paired-t primary (`sweeps.spec_keys.TESTS`, statistics in
 `statistics`):
 - solved: exact McNemar on the paired outcomes "solved" (`results.Record.solved`: the run met the threshold on
   validation under the stopping rule);
@@ -17,7 +17,7 @@ Each comparison has up to four tests, five with a paired-t primary (`sweeps.prot
   which needs no normality: runs that either solve or stay on a plateau do not break it.
 Those three run-level events are the same at every test length, so a comparison at one test length (state
 tracking) has none of them: it tests `above` instead, exact McNemar on "test accuracy at that length above the
-threshold", and its accuracy there (`sweeps.protocol.LENGTH_TESTS`).
+threshold", and its accuracy there (`sweeps.spec_keys.LENGTH_TESTS`).
 Every comparison also shows Student's t interval of the mean paired difference, the effect size, and whether the
 differences look bimodal (`statistics.is_bimodal`: the interval then summarises two groups of seeds). The paired
 t is a test only as a declared primary (`accuracy_t`, for an outcome the spec declares continuous).
@@ -54,7 +54,7 @@ from loglinear.reports.statistics import (
     t_interval,
 )
 from loglinear.runs.config import ConfigError
-from loglinear.sweeps.protocol import Primary
+from loglinear.sweeps.spec_keys import Primary
 
 COLUMNS = (
     "cell", "mixer", "baseline", "equal_state", "candidates_mixer", "candidates_baseline", "n_pairs",

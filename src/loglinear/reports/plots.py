@@ -45,7 +45,7 @@ from loglinear.reports.state_tracking import (
 )
 from loglinear.reports.statistics import kaplan_meier
 from loglinear.runs.folder import FINISHED
-from loglinear.sweeps.protocol import CONFIRMATION, ReportConfig
+from loglinear.sweeps.spec_keys import CONFIRMATION, ReportConfig
 
 Drawing = Figure | str
 

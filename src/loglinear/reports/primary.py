@@ -13,7 +13,7 @@ from loglinear.protocol.power import assess, reproduced_limitation
 from loglinear.protocol.results import Sweep, lookup
 from loglinear.reports.paired import Family, TestResult, p_text, signed
 from loglinear.reports.statistics import ALPHA, logrank_test
-from loglinear.sweeps.protocol import RATE_TESTS, SHIFT_TESTS, TEST_NAMES, Primary
+from loglinear.sweeps.spec_keys import RATE_TESTS, SHIFT_TESTS, TEST_NAMES, Primary
 
 
 def primary_line(family: Family, declared: bool) -> str:

@@ -36,9 +36,9 @@ from loglinear.runs.config import ID_LABELS, ConfigError, RunConfig
 from loglinear.runs.folder import FINISHED, STATUSES
 from loglinear.runs.state_size import train_seq_len
 from loglinear.runs.stopping import BUDGET_ENDS, budget_label
-from loglinear.sweeps.plan import LR_KEY, configuration, stray
-from loglinear.sweeps.protocol import CONFIRMATION, SELECTION
+from loglinear.sweeps.plan import configuration, stray
 from loglinear.sweeps.spec import Run, SpecError, SweepSpec, describe, expand, load_spec
+from loglinear.sweeps.spec_keys import CONFIRMATION, LR_KEY, SELECTION
 
 REQUIRED = ("run_id", "stage", "status", "val_score", "test_score", "steps_to_threshold", "step")
 ROW_STATUSES = (*STATUSES, "missing", "unreadable")

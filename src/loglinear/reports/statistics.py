@@ -25,7 +25,7 @@ import numpy as np
 from scipy import stats
 
 from loglinear.protocol.results import Event
-from loglinear.sweeps.protocol import ALPHA
+from loglinear.sweeps.spec_keys import ALPHA
 
 LEVEL = 1 - ALPHA
 

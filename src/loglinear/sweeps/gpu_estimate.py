@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from loglinear.sweeps.protocol import SELECTION, seed_point
 from loglinear.sweeps.spec import Run, SweepSpec, confirmation_points, expand, points
+from loglinear.sweeps.spec_keys import SELECTION, seed_point
 
 RESULTS = Path(__file__).resolve().parents[3] / "benchmarks" / "RESULTS.md"
 SECTION = "packing: training throughput"

@@ -22,8 +22,8 @@ from typing import Any
 
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import write_json_atomic
-from loglinear.sweeps.protocol import as_mapping
 from loglinear.sweeps.spec import Run, SweepSpec
+from loglinear.sweeps.spec_keys import as_mapping
 
 MANIFEST = "manifest.json"
 RUNS = "runs"

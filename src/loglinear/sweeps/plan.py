@@ -11,10 +11,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from loglinear.sweeps.protocol import CONFIRMATION, SEED_KEYS, SELECTION
 from loglinear.sweeps.spec import Run, SweepSpec
-
-LR_KEY = "train.lr"
+from loglinear.sweeps.spec_keys import CONFIRMATION, LR_KEY, SEED_KEYS, SELECTION
 
 
 def configuration(point: Mapping[str, Any]) -> str:

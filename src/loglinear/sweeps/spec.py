@@ -12,8 +12,8 @@ A spec (configs/sweeps/*.yaml):
       train.lr: [1.0e-3, 3.0e-3]
     zip:                                # optional: keys that vary together, one group per entry
       - {model.d_model: [16, 64], model.attention_heads: [1, 2]}
-    report: {threshold: 0.99, plateau: 0.5, primary: {...}}   # optional: what the report tests (protocol.py)
-    protocol: {selection_seeds: [0, 1], confirmation_seeds: [2, 3, 4]}   # optional: two stages (protocol.py)
+    report: {threshold: 0.99, plateau: 0.5, primary: {...}}   # optional: what the report tests (spec_keys.py)
+    protocol: {selection_seeds: [0, 1], confirmation_seeds: [2, 3, 4]}   # optional: two stages (spec_keys.py)
 
 A run is the arguments of one `loglinear train` command: the preset, then `key=value` for each base
 key, then for each grid and zip key (so a key in both base and grid takes the grid's values). The
@@ -57,7 +57,8 @@ from loglinear.runs.config import (
     load_mapping,
 )
 from loglinear.sweeps.arguments import override
-from loglinear.sweeps.protocol import (
+from loglinear.sweeps.resolver import PointResolver
+from loglinear.sweeps.spec_keys import (
     CONFIRMATION,
     SEED_KEYS,
     SELECTION,
@@ -67,7 +68,6 @@ from loglinear.sweeps.protocol import (
     seed_point,
     two_stage,
 )
-from loglinear.sweeps.resolver import PointResolver
 
 SPEC_KEYS = ("name", "base", "grid", "zip", "report", "protocol")
 PLACEHOLDER_OUT_DIR = "{run_id}"
