@@ -43,10 +43,35 @@ def share_from_for_training_length(train_len: int) -> int:
 
 
 @dataclass
-class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionFields):
+class SharedFields:
+    """The `ModelConfig` fields read by several mixers or the model around them (ModelConfig's docstring says what
+    each does); a base of its own so that they come first in a written config, before each mixer's."""
+
+    mixer: str = "attention"
+    mixer_options: dict[str, Any] = field(default_factory=dict, metadata=ADDED)
+    d_model: int = 64
+    n_layers: int = 2
+    vocab_size: int = 8192
+    max_len: int = 2048
+    expand: int = 2
+    conv_size: int = 4
+    mlp_ratio: float = 0.0
+    tie_embeddings: bool = True
+    output_head: str = field(default="lm", metadata=EXCLUDED)
+    negative_eigenvalues: bool = False
+    init: str = field(default="default", metadata=ADDED)
+    dt_init_max: float = 0.1
+    norm_eps: float = 1e-5
+    impl: str = "auto"
+    selfcheck: str | None = field(default=None, metadata=EXCLUDED)
+    chunk_size: int = 64
+
+
+@dataclass
+class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionFields, SharedFields):
     """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides): the fields
-    below, read by several mixers or the model around them, and those one mixer reads (mixer_fields.py: its
-    docstrings say what each does), each a flat key of its own.
+    below, read by several mixers or the model around them (declared in `SharedFields`), and those one mixer reads
+    (mixer_fields.py: its docstrings say what each does), each a flat key of its own.
 
     mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, log_linear_mamba2,
                       log_linear_gated_deltanet; or the import path of a `Mixer` subclass,
@@ -91,25 +116,6 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
     A field added after runs were made is declared `ADDED` (loglinear/identity.py), as `init` and
     `mixer_options` are, so every earlier run keeps its id.
     """
-
-    mixer: str = "attention"
-    mixer_options: dict[str, Any] = field(default_factory=dict, metadata=ADDED)
-    d_model: int = 64
-    n_layers: int = 2
-    vocab_size: int = 8192
-    max_len: int = 2048
-    expand: int = 2
-    conv_size: int = 4
-    mlp_ratio: float = 0.0
-    tie_embeddings: bool = True
-    output_head: str = field(default="lm", metadata=EXCLUDED)
-    negative_eigenvalues: bool = False
-    init: str = field(default="default", metadata=ADDED)
-    dt_init_max: float = 0.1
-    norm_eps: float = 1e-5
-    impl: str = "auto"
-    selfcheck: str | None = field(default=None, metadata=EXCLUDED)
-    chunk_size: int = 64
 
     def __post_init__(self) -> None:
         self.validate()
