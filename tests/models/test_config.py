@@ -27,6 +27,20 @@ def test_a_mixers_own_fields_are_read_by_its_modules_only(group):
         assert f.name in {g.name for g in dataclasses.fields(ModelConfig)}
 
 
+BAD_OWN_FIELD = {AttentionFields: dict(rope_base=0.0), Mamba2Fields: dict(A_init_min=4.0, A_init_max=2.0),
+                 GatedDeltaNetFields: dict(deltanet_key_dim=0), LogLinearFields: dict(lambda_bias_init="big")}
+
+
+@pytest.mark.parametrize("group", READERS, ids=lambda group: group.__name__)
+def test_each_group_checks_its_own_fields(group, monkeypatch):
+    """A group's impossible value is refused by the group (`check_own`), naming its field."""
+    bad = BAD_OWN_FIELD[group]
+    with pytest.raises(ValueError, match=rf"ModelConfig\.{next(iter(bad))}"):
+        ModelConfig(**bad)
+    monkeypatch.setattr(group, "check_own", lambda self: None)
+    ModelConfig(**bad)
+
+
 def test_registries_hold_the_contract_names():
     assert set(MIXERS.names()) >= {
         "attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet",

@@ -9,21 +9,19 @@ from loglinear.checks import check_float, check_int
 from loglinear.identity import ADDED, EXCLUDED
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
-from loglinear.models.decay_init import A_INITS, DT_MIN
+from loglinear.models.decay_init import DT_MIN
 from loglinear.models.heads import OUTPUT_HEADS
 from loglinear.models.init import INITS
-from loglinear.models.layers import CONV_BIAS_INITS, LINEAR_INITS
-from loglinear.models.mixer_fields import AttentionFields, GatedDeltaNetFields, LogLinearFields, Mamba2Fields
-
-LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
-"""Level-bias options of the lambda head (see `lambda_bias_init`)."""
+from loglinear.models.mixer_fields import (
+    SHARE_FROM_TRAINED,
+    AttentionFields,
+    GatedDeltaNetFields,
+    LogLinearFields,
+    Mamba2Fields,
+)
 
 INIT_OPTIONS = ("dt_init_max", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init", "conv_bias_init")
 """The init options of `init=default`; `init=authors` has rules of its own for what they set."""
-
-SHARE_FROM_TRAINED = "trained"
-"""The `lambda_share_from_level` of a run config that the run resolves from its training length
-(`share_from_for_training_length`)."""
 
 
 def share_from_for_training_length(train_len: int) -> int:
@@ -130,25 +128,12 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
         return round(self.mlp_ratio * self.d_model)
 
     def validate(self) -> None:
-        """Raise a ValueError naming the field of the first impossible setting among those a config checks alone:
-        the mixer and lambda names, and what the mixer needs, are checked by `check_model` (models/mixers.py),
-        which knows the registries."""
-        for name in ("d_model", "n_layers", "max_len", "head_dim", "state_dim", "expand", "conv_size"):
+        """Raise a ValueError naming the field of the first impossible setting among those a config checks alone
+        (the shared fields here, each mixer's group by its `check_own`): the mixer and lambda names, and what the
+        mixer needs, are checked by `check_model` (models/mixers.py), which knows the registries."""
+        for name in ("d_model", "n_layers", "max_len", "expand", "conv_size"):
             check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
         check_int("ModelConfig.vocab_size", self.vocab_size, minimum=2)
-        if self.lambda_bias_init not in LAMBDA_BIAS_INITS:
-            raise ValueError(
-                f"ModelConfig.lambda_bias_init: unknown option {self.lambda_bias_init!r}; "
-                f"valid: {', '.join(LAMBDA_BIAS_INITS)}"
-            )
-        share = self.lambda_share_from_level
-        if isinstance(share, str):
-            raise ValueError(
-                f"ModelConfig.lambda_share_from_level={share!r}: a model needs null or a level >= 1 "
-                f"({SHARE_FROM_TRAINED!r} is for run configs, which resolve it from their training length)"
-            )
-        if share is not None:
-            check_int("ModelConfig.lambda_share_from_level", share, minimum=1)
         valid_impls = ("auto", *IMPLS)
         if self.impl not in valid_impls:
             raise ValueError(f"ModelConfig.impl: unknown impl {self.impl!r}; valid: {', '.join(valid_impls)}")
@@ -167,18 +152,8 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
             raise ValueError(
                 f"ModelConfig.dt_init_max must be > {DT_MIN} (the smallest initial dt), got {self.dt_init_max}"
             )
-        for name, valid in (("init", INITS), ("A_init", A_INITS), ("out_proj_init", LINEAR_INITS),
-                            ("conv_bias_init", CONV_BIAS_INITS)):
-            if getattr(self, name) not in valid:
-                raise ValueError(
-                    f"ModelConfig.{name}: unknown option {getattr(self, name)!r}; valid: {', '.join(valid)}"
-                )
-        for name in ("A_init_min", "A_init_max", "in_proj_std"):
-            check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
-        if self.A_init_min > self.A_init_max:
-            raise ValueError(
-                f"ModelConfig.A_init_min={self.A_init_min} must be <= A_init_max={self.A_init_max} (the range of A)"
-            )
+        if self.init not in INITS:
+            raise ValueError(f"ModelConfig.init: unknown option {self.init!r}; valid: {', '.join(INITS)}")
         if self.init == "authors":
             for f in fields(self):
                 if f.name in INIT_OPTIONS and getattr(self, f.name) != f.default:
@@ -186,11 +161,9 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
                         f"ModelConfig.{f.name}={getattr(self, f.name)!r}: init=authors fixes every initial value as "
                         f"the authors' code does; leave {f.name} at its default ({f.default!r}) or use init=default"
                     )
-        for name in ("norm_eps", "rope_base"):
-            check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
-        for name in ("attention_heads", "deltanet_heads", "deltanet_key_dim"):
-            if getattr(self, name) is not None:
-                check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
+        check_float("ModelConfig.norm_eps", self.norm_eps, above=0)
+        for group in (AttentionFields, Mamba2Fields, GatedDeltaNetFields, LogLinearFields):
+            group.check_own(self)
 
     @classmethod
     def from_mapping(cls, values: object) -> ModelConfig:

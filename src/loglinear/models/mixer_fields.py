@@ -1,14 +1,34 @@
 """The `ModelConfig` fields that one mixer reads and the others ignore, declared by mixer. `ModelConfig` is built
 from these groups and its own fields, and its keys stay flat (`model.head_dim`), so a group is no level of a
-config; each field's place in a run's identity is declared with it (loglinear/identity.py)."""
+config; each field's place in a run's identity is declared with it (loglinear/identity.py), and each group checks
+its own fields (`check_own`, called by `ModelConfig.validate`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from loglinear.checks import check_float, check_int
 from loglinear.identity import ADDED
-from loglinear.models.decay_init import A_RANGE
+from loglinear.models.decay_init import A_INITS, A_RANGE
 from loglinear.models.init import INIT_STD
+from loglinear.models.layers import CONV_BIAS_INITS, LINEAR_INITS
+
+LAMBDA_BIAS_INITS = ("none", "zero", "ones", "decay")
+"""Level-bias options of the lambda head (see `lambda_bias_init`)."""
+
+SHARE_FROM_TRAINED = "trained"
+"""The `lambda_share_from_level` of a run config that the run resolves from its training length
+(models/config.py, `share_from_for_training_length`)."""
+
+
+def _check_option(name: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"ModelConfig.{name}: unknown option {value!r}; valid: {', '.join(valid)}")
+
+
+def _check_optional_count(name: str, value: int | None) -> None:
+    if value is not None:
+        check_int(f"ModelConfig.{name}", value, minimum=1)
 
 
 @dataclass
@@ -21,6 +41,10 @@ class AttentionFields:
 
     attention_heads: int | None = None
     rope_base: float = 10000.0
+
+    def check_own(self) -> None:
+        check_float("ModelConfig.rope_base", self.rope_base, above=0)
+        _check_optional_count("attention_heads", self.attention_heads)
 
 
 @dataclass
@@ -54,6 +78,19 @@ class Mamba2Fields:
     out_proj_init: str = field(default="normal", metadata=ADDED)
     conv_bias_init: str = field(default="uniform", metadata=ADDED)
 
+    def check_own(self) -> None:
+        for name in ("head_dim", "state_dim"):
+            check_int(f"ModelConfig.{name}", getattr(self, name), minimum=1)
+        _check_option("A_init", self.A_init, A_INITS)
+        _check_option("out_proj_init", self.out_proj_init, LINEAR_INITS)
+        _check_option("conv_bias_init", self.conv_bias_init, CONV_BIAS_INITS)
+        for name in ("A_init_min", "A_init_max", "in_proj_std"):
+            check_float(f"ModelConfig.{name}", getattr(self, name), above=0)
+        if self.A_init_min > self.A_init_max:
+            raise ValueError(
+                f"ModelConfig.A_init_min={self.A_init_min} must be <= A_init_max={self.A_init_max} (the range of A)"
+            )
+
 
 @dataclass
 class GatedDeltaNetFields:
@@ -71,6 +108,10 @@ class GatedDeltaNetFields:
     deltanet_heads: int | None = None
     deltanet_key_dim: int | None = field(default=None, metadata=ADDED)
     use_output_gate: bool = True
+
+    def check_own(self) -> None:
+        _check_optional_count("deltanet_heads", self.deltanet_heads)
+        _check_optional_count("deltanet_key_dim", self.deltanet_key_dim)
 
 
 @dataclass
@@ -96,3 +137,13 @@ class LogLinearFields:
     lambda_share_from_level: int | str | None = None
     scale_lambda: bool = True
 
+    def check_own(self) -> None:
+        _check_option("lambda_bias_init", self.lambda_bias_init, LAMBDA_BIAS_INITS)
+        share = self.lambda_share_from_level
+        if isinstance(share, str):
+            raise ValueError(
+                f"ModelConfig.lambda_share_from_level={share!r}: a model needs null or a level >= 1 "
+                f"({SHARE_FROM_TRAINED!r} is for run configs, which resolve it from their training length)"
+            )
+        if share is not None:
+            check_int("ModelConfig.lambda_share_from_level", share, minimum=1)
