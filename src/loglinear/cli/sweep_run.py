@@ -19,6 +19,7 @@ from loglinear.reports.guard import protect_before_run
 from loglinear.reports.lambda_plots import write_lambda_report
 from loglinear.reports.report import write_report
 from loglinear.reports.results_csv import load_sweep_from_csv
+from loglinear.reports.spread import resolve_spread
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
@@ -35,7 +36,7 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     """Run the sweep of `spec_path` into `out_arg` (default sweeps_out/<name>), skipping finished runs and resuming
     the others, then write its report and print its summary; `dry_run`: list the runs only. The exit status of
     `loglinear sweep run`."""
-    spec = load_spec(spec_path)
+    spec = resolve_spread(load_spec(spec_path))  # the design's spread read where the spec says it was measured
     design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
     if design is not None:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)
@@ -133,7 +134,8 @@ def report_sweep(out: Path, *, lambda_levels: bool = False, spec: str | None = N
                               f"results.csv (--spec) into another folder")
         if lambda_levels:
             raise ConfigError("--lambda reads the runs' checkpoints: it cannot re-report from results.csv (--spec)")
-        sweep = load_sweep_from_csv(out / CSV if from_results is None else Path(from_results), spec, out)
+        sweep = load_sweep_from_csv(out / CSV if from_results is None else Path(from_results),
+                                    resolve_spread(load_spec(spec)), out)
         out.mkdir(parents=True, exist_ok=True)
         print_report(out, sweep, force)
     if lambda_levels:
@@ -149,7 +151,7 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
     runs, after the same refusals as `sweep run` (the design check, the report's primary check)."""
     from loglinear.sweeps.launchers import write_wandb_sweep
 
-    spec = load_spec(spec_path)
+    spec = resolve_spread(load_spec(spec_path))
     design = check_design(spec)  # the same refusal as `sweep run`, before anything is written
     if design is not None:
         print(f"loglinear sweep: {design.text()}", file=sys.stderr)

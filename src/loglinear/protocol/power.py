@@ -10,12 +10,18 @@ The best case of each test on n paired seeds:
 Power, for `report.primary.effect`: McNemar by exact enumeration of the pairs' outcomes (each side solving
 independently at its stated rate); the paired t from the noncentral t distribution (normal differences); the
 signed-rank test by a seeded simulation of normal differences against its exact rejection region.
-In the outcome's units: an accuracy test's standardized effect times the pilots' standard deviation of the paired
-differences (`effect.sd`), a rate test's in the rates themselves; beside it the smallest difference detected with
-power TARGET_POWER, and the power for the spec's reference effect (`report.primary.reference`, the paper's gap): a
-primary whose power for it is below MIN_REFERENCE_POWER is refused unless declared `exploratory`.
-A committed study whose design cannot reach ALPHA reruns as committed when its spec declares `report.reproduces:
-results/NAME`, the folder of that study: the limitation is then stated (`Design.limitation`) on its every report.
+With a margin (`report.primary.margin`): the two one-sided tests of equivalence (or the one-sided test of
+non-inferiority) by the declared test, by a seeded simulation of normal differences at the true difference the
+effect states (default 0).
+In the outcome's units: an accuracy effect in points over the standard deviation of the paired differences
+(`effect.sd`, read from the committed study `effect.sd_source` names: reports/spread.py), a rate test's in the rates
+themselves; beside it the smallest difference detected with power TARGET_POWER, and the power for the spec's
+reference effect (`report.primary.reference`, the paper's gap).
+The power rule: a confirmatory primary needs power MIN_POWER for its effect and for its reference (so an effect, in
+points with its spread); below it, or with a test that has no power computation (the log-rank), only a primary
+declared `exploratory` passes. A committed study whose design cannot reach ALPHA or falls short of the rule reruns as
+committed when its spec declares `report.reproduces: results/NAME`, the folder of that study: the limitation is then
+stated (`Design.limitation`) on its every report.
 
 A two-stage protocol needs MIN_SELECTION_SEEDS selection seeds unless it opts out (`allow_few_selection_seeds`).
 """
@@ -36,7 +42,8 @@ from loglinear.runs.config import ConfigError
 from loglinear.sweeps.spec import SweepSpec, points
 from loglinear.sweeps.spec_keys import (
     ALPHA,
-    MIN_REFERENCE_POWER,
+    MARGIN_TESTS,
+    MIN_POWER,
     MIN_SELECTION_SEEDS,
     RATE_TESTS,
     SEED_KEYS,
@@ -55,8 +62,10 @@ SIMULATIONS, SIMULATION_SEED = 100_000, 0
 """The draws of `signed_rank_power` (its standard error is at most 0.0016) and their seed."""
 RESULTS_CSV = "results.csv"
 """The file every committed study's report holds (reports/files.py writes it): what `report.reproduces` must name."""
-TARGET_POWER = 0.8
+TARGET_POWER = MIN_POWER
 """The power at which the design check states the smallest difference a design detects."""
+SEARCH_SIMULATIONS = 20_000
+"""The draws of each power in the search for the seeds a design needs (only the refusal's message uses it)."""
 LARGEST_SHIFT = 10.0
 """Where the search for the smallest detectable standardized difference gives up (far beyond any design here)."""
 SHIFT_STEP, RATE_STEP = 0.01, 0.01
@@ -69,9 +78,10 @@ class DesignError(ConfigError):
 
 @dataclass(frozen=True)
 class Design:
-    """The primary comparison's test, its seeds, the best p-value they can give, the power for the effect, the
-    smallest difference detected with TARGET_POWER (standard deviations for an accuracy test; the mixer's rate for a
-    rate test, the baseline's as stated), the power for the reference, and the limitation of a committed design
+    """The primary comparison's test, its seeds, the best p-value they can give, the power for the effect (for the
+    margin, under a margin), the smallest difference detected with TARGET_POWER (standard deviations for an
+    accuracy test; the mixer's rate for a rate test, the baseline's as stated), the power for the reference, why it
+    falls short of the power rule (`shortfall`, None when it meets it), and the limitation of a committed design
     rerun as committed (`report.reproduces`)."""
 
     primary: Primary
@@ -81,17 +91,25 @@ class Design:
     detectable: float | None = None
     reference_power: float | None = None
     limitation: str | None = None
+    shortfall: str | None = None
 
     def text(self) -> str:
         primary = self.primary
-        best = "any p from 2 seeds on" if primary.test == "accuracy_t" else f"best-case p {self.best_p:.2g}"
-        power = ("no effect stated (report.primary.effect)" if self.power is None else
-                 f"power {self.power:.2f} for {effect_text(primary.test, primary.effect)}")  # type: ignore[arg-type]
-        parts = [f"primary {primary.mixer} vs {primary.baseline}, {TEST_NAMES[primary.test]}, {self.seeds} seeds: "
-                 f"{best}, alpha {ALPHA}; {power}"]
-        detectable = self.detectable_text()
-        if detectable:
-            parts.append(detectable)
+        if primary.margin is not None:
+            head = f"{margin_test_text(primary)}, {self.seeds} seeds, alpha {ALPHA}"
+            power = ("no spread stated (report.primary.effect.sd_source), so no power" if self.power is None else
+                     f"power {self.power:.2f} {margin_power_text(primary)}")
+            parts = [f"primary {primary.mixer} vs {primary.baseline}, {head}; {power}"]
+        else:
+            best = "any p from 2 seeds on" if primary.test == "accuracy_t" else f"best-case p {self.best_p:.2g}"
+            power = ("no effect stated (report.primary.effect)" if primary.effect is None else
+                     f"no spread stated for {effect_text(primary.test, primary.effect)}" if self.power is None else
+                     f"power {self.power:.2f} for {effect_text(primary.test, primary.effect)}")
+            parts = [f"primary {primary.mixer} vs {primary.baseline}, {TEST_NAMES[primary.test]}, {self.seeds} seeds: "
+                     f"{best}, alpha {ALPHA}; {power}"]
+            detectable = self.detectable_text()
+            if detectable:
+                parts.append(detectable)
         if self.reference_power is not None:
             parts.append(f"power {self.reference_power:.2f} for the reference, "
                          f"{reference_text(primary.test, primary.reference)}")  # type: ignore[arg-type]
@@ -130,9 +148,10 @@ def confirmation_seeds(spec: SweepSpec) -> int:
 
 
 def check_design(spec: SweepSpec) -> Design | None:
-    """The spec's primary design (None without a primary); a DesignError when its best case is above ALPHA (unless
-    the spec reproduces a committed study, `report.reproduces`), when its power for its reference is below
-    MIN_REFERENCE_POWER and it is not declared exploratory, or when its two-stage protocol has fewer than
+    """The spec's primary design (None without a primary), its spread already read from its source
+    (reports/spread.py); a DesignError when its best case is above ALPHA, or when it falls short of the power rule
+    (`shortfall`) and is not declared exploratory, unless the spec reproduces a committed study
+    (`report.reproduces`: the limitation is then stated); or when its two-stage protocol has fewer than
     MIN_SELECTION_SEEDS selection seeds and does not opt out."""
     check_selection_seeds(spec)
     primary = spec.report.primary
@@ -141,57 +160,122 @@ def check_design(spec: SweepSpec) -> Design | None:
         return None
     n = confirmation_seeds(spec)
     design = assess(primary, n)
-    if design.best_p > ALPHA:
-        if spec.report.reproduces is None:
-            needed = next((m for m in range(n + 1, MAX_SEEDS + 1) if best_case_p(primary.test, m) <= ALPHA), None)
-            enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
-            raise DesignError(f"{where}: report.primary ({TEST_NAMES[primary.test]}) cannot reach alpha {ALPHA} with "
-                              f"{n} seeds (best-case p {design.best_p:.3g}); it needs {enough} confirmation seeds")
+    reproduces = spec.report.reproduces
+    if reproduces is not None:
         check_reproduces(spec)
-        design = reproduced_limitation(design, spec.report.reproduces)
-    if (design.reference_power is not None and design.reference_power < MIN_REFERENCE_POWER
-            and not primary.exploratory):
-        raise DesignError(f"{where}: report.primary has power {design.reference_power:.2f} for its reference "
-                          f"({reference_text(primary.test, primary.reference)}), below {MIN_REFERENCE_POWER}: add "  # type: ignore[arg-type]
-                          f"confirmation seeds, or declare it report.primary.exploratory: true")
+        return reproduced_limitation(design, reproduces)
+    if design.best_p > ALPHA and primary.margin is None:
+        needed = next((m for m in range(n + 1, MAX_SEEDS + 1) if best_case_p(primary.test, m) <= ALPHA), None)
+        enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
+        raise DesignError(f"{where}: report.primary ({TEST_NAMES[primary.test]}) cannot reach alpha {ALPHA} with "
+                          f"{n} seeds (best-case p {design.best_p:.3g}); it needs {enough} confirmation seeds")
+    if design.shortfall is not None and not primary.exploratory:
+        raise DesignError(f"{where}: report.primary is not confirmatory: {design.shortfall}; or declare it "
+                          f"report.primary.exploratory: true")
     return design
 
 
 def reproduced_limitation(design: Design, reproduces: str) -> Design:
-    """`design` with the limitation of a committed design rerun as committed, where its best case is above ALPHA."""
-    if design.best_p <= ALPHA:
+    """`design` with the limitation of a committed design rerun as committed: a best case above ALPHA, or a design
+    that falls short of the power rule (declared before it) and not declared exploratory."""
+    parts = []
+    if design.best_p > ALPHA and design.primary.margin is None:
+        needed = next((m for m in range(design.seeds + 1, MAX_SEEDS + 1)
+                       if best_case_p(design.primary.test, m) <= ALPHA), None)
+        enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
+        parts.append(f"with {design.seeds} seeds its best case is p {design.best_p:.3g}, above alpha {ALPHA}, so it "
+                     f"can never be significant ({enough} seeds could)")
+    if design.shortfall is not None and not design.primary.exploratory:
+        parts.append(f"it was declared before the power rule and is not confirmatory under it: {design.shortfall}")
+    if not parts:
         return design
-    needed = next((m for m in range(design.seeds + 1, MAX_SEEDS + 1)
-                   if best_case_p(design.primary.test, m) <= ALPHA), None)
-    enough = f"at least {needed}" if needed else f"more than {MAX_SEEDS}"
-    return dataclasses.replace(design, limitation=(
-        f"reproduces {reproduces} as committed: with {design.seeds} seeds its best case is p "
-        f"{design.best_p:.3g}, above alpha {ALPHA}, so it can never be significant ({enough} seeds could)"))
+    return dataclasses.replace(design, limitation=f"reproduces {reproduces} as committed: {'; '.join(parts)}")
 
 
 def assess(primary: Primary, n: int) -> Design:
     """The design of `primary` on n seeds, refusing nothing (a report states it whatever it is)."""
-    power = None if primary.effect is None else power_of(primary.test, primary.effect, n)
+    effect = primary.effect
+    if primary.margin is not None:
+        power = margin_power(primary, n)
+    else:
+        power = None if effect is None else effect_power(primary.test, effect, n)
     reference = primary.reference
     reference_power = None
     if reference is not None:
-        effect = (Effect(mixer=reference.mixer, baseline=reference.baseline) if primary.test in RATE_TESTS else
-                  Effect(standardized=reference.difference / primary.effect.sd))  # type: ignore[operator, union-attr]
-        reference_power = power_of(primary.test, effect, n)
-    return Design(primary, n, best_case_p(primary.test, n), power, detectable_of(primary, n), reference_power)
+        if primary.test in RATE_TESTS:
+            reference_power = power_of(primary.test, Effect(mixer=reference.mixer, baseline=reference.baseline), n)
+        elif effect is not None and effect.sd is not None:
+            reference_power = power_of(primary.test, Effect(standardized=reference.difference / effect.sd), n)  # type: ignore[operator]
+    design = Design(primary, n, best_case_p(primary.test, n), power,
+                    None if primary.margin is not None else detectable_of(primary, n), reference_power)
+    return dataclasses.replace(design, shortfall=shortfall_of(design))
+
+
+def effect_power(test: str, effect: Effect, n: int) -> float | None:
+    """The power for `effect` (None for an accuracy effect with no spread to put it in standard deviations)."""
+    if test in SHIFT_TESTS:
+        shift = effect.shift()
+        return None if shift is None else power_of(test, Effect(standardized=shift), n)
+    return power_of(test, effect, n)
+
+
+def shortfall_of(design: Design) -> str | None:
+    """Why `design` is not confirmatory under the power rule (power MIN_POWER for its effect and its reference, an
+    accuracy effect in points with its spread), None when it is."""
+    primary, effect = design.primary, design.primary.effect
+    if primary.test == "steps":
+        return "the log-rank test of steps has no power computation here, so its power cannot be shown"
+    if primary.margin is None and effect is None:
+        return "it states no effect to detect (report.primary.effect)"
+    if primary.test in SHIFT_TESTS and (effect is None or effect.sd is None):
+        return ("its effect has no spread in points (report.primary.effect.sd_source: a committed study or a "
+                "pilot's write-up)")
+    if design.power is not None and design.power < MIN_POWER:
+        needed = seeds_for(primary, design.seeds)
+        more = f"{needed} confirmation seeds reach it" if needed else f"no design of up to {MAX_SEEDS} seeds does"
+        what = (margin_power_text(primary) if primary.margin is not None else
+                f"for {effect_text(primary.test, effect)}")  # type: ignore[arg-type]
+        return f"power {design.power:.2f} {what}, below {MIN_POWER} ({more})"
+    if design.reference_power is not None and design.reference_power < MIN_POWER:
+        return (f"power {design.reference_power:.2f} for its reference "
+                f"({reference_text(primary.test, primary.reference)}), below {MIN_POWER}")  # type: ignore[arg-type]
+    return None
+
+
+def seeds_for(primary: Primary, n: int) -> int | None:
+    """The fewest confirmation seeds above n whose power for the primary's effect reaches MIN_POWER (power grows
+    with the seeds: a bisection, simulated powers on SEARCH_SIMULATIONS draws), None beyond MAX_SEEDS."""
+    def power(m: int) -> float:
+        if primary.margin is not None:
+            return margin_power(primary, m, SEARCH_SIMULATIONS) or 0.0
+        return effect_power(primary.test, primary.effect, m) or 0.0  # type: ignore[arg-type]
+
+    if power(MAX_SEEDS) < MIN_POWER:
+        return None
+    low, high = n, MAX_SEEDS  # power(low) < MIN_POWER <= power(high)
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if power(middle) >= MIN_POWER else (middle, high)
+    return high
+
+
+def locate(path: str, spec_path: Path | None) -> Path | None:
+    """The file or folder `path` names: as given when absolute, else relative to the working directory or to a
+    folder above the spec (None when none exists)."""
+    named = Path(path)
+    candidates = [named] if named.is_absolute() else [named, *([] if spec_path is None else
+                                                              [p / named for p in spec_path.resolve().parents])]
+    return next((c for c in candidates if c.exists()), None)
 
 
 def check_reproduces(spec: SweepSpec) -> None:
     """A DesignError unless `report.reproduces` names a committed study of this spec: a folder whose results.csv
     holds runs of a sweep of the spec's name (its run ids, `NAME/...`)."""
-    folder = Path(spec.report.reproduces)  # type: ignore[arg-type]
     where = spec.path or spec.name
-    candidates = [folder] if folder.is_absolute() else [folder, *([] if spec.path is None else
-                                                                  [p / folder for p in spec.path.resolve().parents])]
-    found = next((c for c in candidates if (c / RESULTS_CSV).is_file()), None)
-    if found is None:
+    found = locate(spec.report.reproduces, spec.path)  # type: ignore[arg-type]
+    if found is None or not (found / RESULTS_CSV).is_file():
         raise DesignError(f"{where}: report.reproduces {spec.report.reproduces!r} is not a committed study's folder "
-                          f"(no {RESULTS_CSV} there): only a committed design reruns below alpha's reach")
+                          f"(no {RESULTS_CSV} there): only a committed design reruns below the rule's reach")
     if found.name != spec.name:
         raise DesignError(f"{where}: report.reproduces {spec.report.reproduces!r} is another study's folder; a spec "
                           f"reproduces only its own committed study (results/{spec.name})")
@@ -327,22 +411,88 @@ def signed_rank_power(standardized: float, n: int) -> float:
     if n < 1:
         return 0.0
     draws = np.random.default_rng(SIMULATION_SEED).normal(standardized, 1.0, size=(SIMULATIONS, n))
-    ranks = np.abs(draws).argsort(axis=1).argsort(axis=1) + 1
-    positive = np.where(draws > 0, ranks, 0).sum(axis=1)
-    return float(signed_rank_rejects(n)[positive].mean())
+    return float(signed_rank_rejects(n)[positive_rank_sum(draws)].mean())
 
 
 def effect_text(test: str, effect: Effect) -> str:
-    """The effect in the test's units and, for an accuracy test with the pilots' spread, in points."""
+    """The effect in the test's units: rates, or a paired difference in points with the spread it is judged at."""
     if test in RATE_TESTS:
         rates = "rates above the threshold" if test == "above" else "solve rates"
         return (f"{rates} {effect.mixer:g} vs {effect.baseline:g} "
                 f"({points_text(effect.mixer - effect.baseline)})")  # type: ignore[operator]
-    text = f"a paired difference of {effect.standardized:g} standard deviations"
-    if effect.sd is not None:
-        text += (f" ({points_text(effect.standardized * effect.sd)} at the SD of {points_text(effect.sd)} from "  # type: ignore[operator]
-                 f"{effect.sd_source})")
+    points = effect.points()
+    shift = effect.shift()
+    if points is None:
+        return f"a paired difference of {effect.standardized:g} standard deviations (no spread, so not in points)"
+    text = f"a paired difference of {points_text(points)}"
+    if shift is not None:
+        text += f" ({shift:.2f} standard deviations at the SD of {points_text(effect.sd)} from {effect.sd_source})"  # type: ignore[arg-type]
     return text
+
+
+def margin_test_text(primary: Primary) -> str:
+    """`two one-sided Wilcoxon signed-rank tests (equivalence within ±5.4 points)`."""
+    test = "Wilcoxon signed-rank" if primary.test == "accuracy" else "paired t"
+    margin = points_text(primary.margin)  # type: ignore[arg-type]
+    if primary.margin_test == "noninferiority":
+        return f"one-sided {test} test (non-inferiority: not worse by more than {margin})"
+    return f"two one-sided {test} tests (equivalence within ±{margin})"
+
+
+def margin_power_text(primary: Primary) -> str:
+    """`at a true difference of 0.0 points and the SD of 15.3 points from results/x`."""
+    effect = primary.effect
+    true = 0.0 if effect is None or effect.difference is None else effect.difference
+    spread = "" if effect is None or effect.sd is None else f" and the SD of {points_text(effect.sd)} from {effect.sd_source}"
+    return f"at a true difference of {points_text(true)}{spread}"
+
+
+def margin_power(primary: Primary, n: int, simulations: int = SIMULATIONS) -> float | None:
+    """The power of the primary's margin test on n seeds at its effect's true difference (default 0), in standard
+    deviations of its spread (None without a spread)."""
+    effect = primary.effect
+    if effect is None or effect.sd is None:
+        return None
+    true = 0.0 if effect.difference is None else effect.difference
+    return equivalence_power(primary.test, true / effect.sd, primary.margin / effect.sd, n,  # type: ignore[operator]
+                             primary.margin_test, simulations)
+
+
+def equivalence_power(test: str, shift: float, margin: float, n: int, kind: str = MARGIN_TESTS[0],
+                      simulations: int = SIMULATIONS) -> float:
+    """The probability that the margin test (`kind`: both one-sided tests of equivalence, or the lower one of
+    non-inferiority) rejects at ALPHA on n normal differences of mean `shift` and margin `margin` (both in standard
+    deviations), by `simulations` draws seeded with SIMULATION_SEED: the paired t for accuracy_t, the exact
+    signed-rank test for accuracy."""
+    if n < 2:
+        return 0.0
+    draws = np.random.default_rng(SIMULATION_SEED).normal(shift, 1.0, size=(simulations, n))
+    if test == "accuracy_t":
+        error = draws.std(axis=1, ddof=1) / math.sqrt(n)
+        critical = stats.t.ppf(1 - ALPHA, n - 1)
+        mean = draws.mean(axis=1)
+        lower, upper = (mean + margin) / error > critical, (mean - margin) / error < -critical
+    else:
+        critical = signed_rank_one_sided(n)
+        total = n * (n + 1) // 2
+        lower = positive_rank_sum(draws + margin) >= critical
+        upper = positive_rank_sum(draws - margin) <= total - critical
+    rejected = lower if kind == "noninferiority" else lower & upper
+    return float(rejected.mean())
+
+
+def positive_rank_sum(draws: np.ndarray) -> np.ndarray:
+    """W+ of each row: the sum of the ranks of |x| over the positive values (no ties among normal draws)."""
+    ranks = np.abs(draws).argsort(axis=1).argsort(axis=1) + 1
+    return np.where(draws > 0, ranks, 0).sum(axis=1)
+
+
+@functools.lru_cache(maxsize=64)
+def signed_rank_one_sided(n: int) -> int:
+    """The smallest W+ whose exact one-sided p-value P(W+ >= w) under the null of n differences without ties is at
+    most ALPHA; n(n+1)/2 + 1 (never reached) when even the largest is not."""
+    upper = np.cumsum(signed_rank_null(n)[::-1])[::-1] <= ALPHA + 1e-12
+    return int(np.argmax(upper)) if upper[-1] else n * (n + 1) // 2 + 1
 
 
 def reference_text(test: str, reference: Reference) -> str:

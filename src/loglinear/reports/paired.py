@@ -22,7 +22,9 @@ Every comparison also shows Student's t interval of the mean paired difference, 
 differences look bimodal (`statistics.is_bimodal`: the interval then summarises two groups of seeds). The paired
 t is a test only as a declared primary (`accuracy_t`, for an outcome the spec declares continuous).
 `holm_family` marks the primary comparison the spec declares, tested alone at ALPHA, and adjusts every other
-p-value of a report (the secondaries) together with Holm's method.
+p-value of a report (the secondaries) together with Holm's method. A primary with a margin (`Primary.margin`) is
+its margin test (equivalence or non-inferiority, `statistics.margin_test`), and every test of difference of that
+comparison is then a secondary.
 """
 
 from __future__ import annotations
@@ -45,10 +47,12 @@ from loglinear.reports.chance import left_chance
 from loglinear.reports.statistics import (
     ALPHA,
     Interval,
+    MarginTest,
     SignedRank,
     holm,
     is_bimodal,
     logrank,
+    margin_test,
     mcnemar_exact,
     signed_rank,
     t_interval,
@@ -63,6 +67,7 @@ COLUMNS = (
     "above_mixer", "above_baseline", "only_mixer_above", "only_baseline_above", "p_above",
     "mean_diff", "ci_low", "ci_high", "p_accuracy", "wins", "losses", "left_out",
     "holm_solved", "holm_escaped", "holm_steps", "holm_above", "holm_accuracy", "primary", "p_accuracy_t", "bimodal",
+    "p_margin", "margin_low", "margin_high",
 )
 MINUS = "\u2212"
 EVENTS = ("solved", "escaped", "left_chance")
@@ -193,6 +198,9 @@ class Pairing:
             "primary": next((r.test for r in mine.values() if r.primary), None),
             "p_accuracy_t": _round(ci and ci.p), "bimodal": self.bimodal,
         }
+        margin = next((r.margin for r in mine.values() if r.margin is not None), None)
+        row.update(p_margin=_round(margin and margin.p), margin_low=_round(margin and margin.interval.low),
+                   margin_high=_round(margin and margin.interval.high))
         for test in ("solved", "escaped", "steps", ABOVE, "accuracy"):
             row[f"p_{test}"] = _round(tests.get(test))
             row[f"holm_{test}"] = _round(mine[test].adjusted) if test in mine else None  # the primary: none
@@ -207,13 +215,15 @@ class Pairing:
 @dataclass
 class TestResult:
     """One test of one comparison. The primary one is tested alone at ALPHA (`adjusted` None); every other one,
-    a secondary, has its Holm-adjusted p-value over the report's secondaries."""
+    a secondary, has its Holm-adjusted p-value over the report's secondaries. A primary with a margin is the
+    margin test (`margin`; `test` its kind, equivalence or noninferiority)."""
 
     pairing: Pairing
     test: str
     p: float
     adjusted: float | None = 1.0
     primary: bool = False
+    margin: MarginTest | None = None
 
     @property
     def survives(self) -> bool:
@@ -253,11 +263,20 @@ def holm_family(pairings: Iterable[Pairing], primary: Primary | None) -> Family:
             there = "; ".join(sorted({f"{p.mixer} vs {p.baseline} at cell {p.cell!r}" for p in pairings}))
             raise ConfigError(f"report.primary {primary} matches {len(matching)} comparisons (there are: "
                               f"{there or 'none'})")
-        chosen = [r for r in results if r.pairing is matching[0] and r.test == primary.test]
-        if chosen:
-            chosen[0].primary, chosen[0].adjusted = True, None
+        if primary.margin is not None:
+            tested = margin_test(matching[0].diffs, 100 * primary.margin, primary.margin_test,
+                                 rank=primary.test == "accuracy")
+            if tested is None:
+                results.untested_primary = f"{matching[0].name}: {primary.margin_test}: {_untested(matching[0], '')}"
+            else:
+                results.append(TestResult(matching[0], primary.margin_test, tested.p, None, True, tested))
         else:
-            results.untested_primary = f"{matching[0].name}: {primary.test}: {_untested(matching[0], primary.test)}"
+            chosen = [r for r in results if r.pairing is matching[0] and r.test == primary.test]
+            if chosen:
+                chosen[0].primary, chosen[0].adjusted = True, None
+            else:
+                results.untested_primary = (f"{matching[0].name}: {primary.test}: "
+                                            f"{_untested(matching[0], primary.test)}")
     secondaries = results.secondaries
     for result, adjusted in zip(secondaries, holm([r.p for r in secondaries]), strict=True):
         result.adjusted = adjusted

@@ -115,12 +115,14 @@ class CsvRecord(Record):
         return budget_label(written, self.budget_validations, self.labels[0])
 
 
-def load_sweep_from_csv(path: str | Path, spec_path: str | Path, out: str | Path) -> Sweep:
-    """The sweep of the spec at `spec_path` as the results.csv at `path` records it, to be reported into `out`."""
+def load_sweep_from_csv(path: str | Path, spec_path: str | Path | SweepSpec, out: str | Path) -> Sweep:
+    """The sweep of the spec at `spec_path` (or of that spec already read) as the results.csv at `path` records it,
+    to be reported into `out`."""
     path = Path(path)
     if not path.is_file():
         raise ResultsCsvError(f"{path} not found: --from-results takes the results.csv of an earlier report")
-    spec = load_spec(spec_path)
+    spec = spec_path if isinstance(spec_path, SweepSpec) else load_spec(spec_path)
+    spec_path = spec.path or spec.name
     try:
         header, rows = read_csv(path)
     except ValueError as e:

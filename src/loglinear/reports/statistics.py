@@ -7,6 +7,9 @@
   accuracy, and accuracy given solved), which assumes roughly normal values;
 - `signed_rank`: the Wilcoxon signed-rank test of paired differences (the accuracy test), which assumes only that
   they are symmetric about their median under the null: exact where it can be;
+- `margin_test`: equivalence within a margin (the two one-sided tests, TOST) or non-inferiority (the lower one) of
+  paired differences, by the paired t or the Wilcoxon signed-rank test, with the matching 90% interval (Student's t;
+  Hodges-Lehmann's from the Walsh averages for the signed-rank test);
 - `bimodal_share`: how much of the paired differences' spread two separated groups explain (the report's warning
   that a t interval, or a mean, summarises runs that either learned or did not);
 - `kaplan_meier`, `logrank` and `logrank_test`: time to an event (steps until validation accuracy first passes a
@@ -24,6 +27,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from loglinear.protocol.power import signed_rank_one_sided
 from loglinear.protocol.results import Event
 from loglinear.sweeps.spec_keys import ALPHA
 
@@ -125,6 +129,11 @@ def signed_rank(values: Sequence[float]) -> SignedRank | None:
     difference: p = 1."""
     if len(values) < 2:
         return None
+    return _wilcoxon(values, "two-sided")
+
+
+def _wilcoxon(values: Sequence[float], alternative: str) -> SignedRank:
+    """`signed_rank`'s test with its `alternative` (two-sided, greater: median above 0, less)."""
     nonzero = np.asarray([v for v in values if v != 0], dtype=float)
     n = len(nonzero)
     if n == 0:
@@ -136,9 +145,78 @@ def signed_rank(values: Sequence[float]) -> SignedRank | None:
         method, how = stats.PermutationMethod(n_resamples=2**n), "exact over sign flips (ties)"
     else:
         method, how = "approx", "normal approximation"
-    result = stats.wilcoxon(nonzero, method=method, alternative="two-sided")
+    result = stats.wilcoxon(nonzero, method=method, alternative=alternative)
     ranks = stats.rankdata(np.abs(nonzero))
     return SignedRank(float(ranks[nonzero > 0].sum()), n, min(1.0, float(result.pvalue)), how)
+
+
+EQUIVALENCE, NONINFERIORITY = "equivalence", "noninferiority"
+
+
+@dataclass(frozen=True)
+class MarginTest:
+    """A test of paired differences against a margin (all in the differences' units): equivalence, both one-sided
+    tests of H0 difference <= -margin (`p_lower`) and H0 difference >= margin (`p_upper`), each at ALPHA; or
+    non-inferiority, the first alone (`p_upper` None). `interval` is the estimate with its 1 - 2 ALPHA (90%)
+    interval, the one the tests invert: the margin test rejects when it lies inside (-margin, margin), or above
+    -margin for non-inferiority."""
+
+    kind: str
+    margin: float
+    interval: Interval
+    p_lower: float
+    p_upper: float | None
+    method: str
+
+    @property
+    def p(self) -> float:
+        """The test's p-value: the larger of the two one-sided ones (the lower one alone for non-inferiority)."""
+        return self.p_lower if self.p_upper is None else max(self.p_lower, self.p_upper)
+
+    @property
+    def shown(self) -> bool:
+        return self.p <= ALPHA
+
+
+def margin_test(values: Sequence[float], margin: float, kind: str, rank: bool) -> MarginTest | None:
+    """The margin test of `values` (None for fewer than 2): by the Wilcoxon signed-rank test (`rank`; each
+    one-sided test on the differences shifted by the margin, zeros dropped as in `signed_rank`) with the
+    Hodges-Lehmann estimate and its interval, or by the paired t with Student's interval."""
+    if len(values) < 2:
+        return None
+    array = np.asarray(values, dtype=float)
+    if rank:
+        lower, upper = _wilcoxon(array + margin, "greater"), _wilcoxon(array - margin, "less")
+        interval, p_lower, p_upper, method = hodges_lehmann(array), lower.p, upper.p, f"Wilcoxon, {lower.method}"
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # zero variance: scipy's nan, read as p = 1 or 0 below
+            p_lower = float(stats.ttest_1samp(array, -margin, alternative="greater").pvalue)
+            p_upper = float(stats.ttest_1samp(array, margin, alternative="less").pvalue)
+            ci = stats.ttest_1samp(array, 0.0).confidence_interval(1 - 2 * ALPHA)
+        mean = float(array.mean())
+        if np.all(array == array[0]):
+            p_lower, p_upper = float(mean <= -margin), float(mean >= margin)
+            interval = Interval(mean, mean, mean)
+        else:
+            interval = Interval(mean, float(ci.low), float(ci.high))
+        method = "paired t"
+    return MarginTest(kind, margin, interval, p_lower, None if kind == NONINFERIORITY else p_upper, method)
+
+
+def hodges_lehmann(values: Sequence[float]) -> Interval:
+    """The Hodges-Lehmann estimate (the median of the Walsh averages (x_i + x_j) / 2, i <= j) with the 1 - 2 ALPHA
+    interval that inverts the one-sided exact signed-rank tests: from the c-th smallest to the c-th largest Walsh
+    average, c = M + 1 - w, where M = n(n+1)/2 and w is the smallest W+ with P(W+ >= w) <= ALPHA (exact without
+    ties; with ties the same order statistics, approximately)."""
+    array = np.asarray(values, dtype=float)
+    i, j = np.triu_indices(len(array))
+    walsh = np.sort((array[i] + array[j]) / 2)
+    total = len(walsh)
+    c = total + 1 - signed_rank_one_sided(len(array))
+    if c < 1:  # too few values for any interval at this level: the whole range
+        return Interval(float(np.median(walsh)), float(walsh[0]), float(walsh[-1]))
+    return Interval(float(np.median(walsh)), float(walsh[c - 1]), float(walsh[total - c]))
 
 
 def bimodal_share(values: Sequence[float]) -> float | None:

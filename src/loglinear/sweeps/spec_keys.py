@@ -22,16 +22,22 @@
         cell: d_model=16             # the report's cell name, needed when the sweep has several cells
         length: 160                  # state tracking: the comparison at one test length (accuracy,
                                      # accuracy_t and above; solved, escaped and steps are the run's)
-        effect: {mixer: 0.9, baseline: 0.3}   # optional: what the design must detect (rates of the event
-                                              # for solved, escaped and above, {standardized: 1.0} for accuracy
-                                              # and accuracy_t: normal paired differences shifted by 1 sd, with
-                                              # sd: the pilots' SD of those differences as an accuracy and
-                                              # sd_source: where it comes from); its power is printed
+        effect: {mixer: 0.9, baseline: 0.3}   # what the design must detect, in the outcome's units: rates of
+                                              # the event for solved, escaped and above; for accuracy and
+                                              # accuracy_t {difference: 0.1} (10 points of mean paired difference)
+                                              # with sd_source: a committed study (results/NAME: the SD of the
+                                              # same comparison's paired differences is read from its
+                                              # results.csv; sd_cell names its cell when it has several) or a
+                                              # file documenting the pilot that measured `sd` (then typed)
         reference: {difference: 0.054, source: "..."}   # optional: an effect found elsewhere (the paper's gap) and
                                               # where it comes from: a mean paired accuracy difference (accuracy,
-                                              # accuracy_t; needs effect.sd) or mixer and baseline rates
-        exploratory: false           # true: the design is declared too weak for its reference (power below
-                                     # MIN_REFERENCE_POWER); refused otherwise, and every report says so
+                                              # accuracy_t; needs effect's sd) or mixer and baseline rates
+        margin: 0.054                # optional (accuracy, accuracy_t): an equivalence margin in accuracy; the
+                                     # primary is then the two one-sided tests (TOST) of |difference| < margin,
+                                     # or with margin_test: noninferiority the one-sided test of difference > -margin;
+                                     # effect.difference is then the true difference assumed (default 0)
+        exploratory: false           # true: the design is declared below the power a confirmatory primary needs
+                                     # (MIN_POWER for its effect and its reference); refused otherwise
     protocol:                        # optional: two stages (default: one stage on the spec's own seeds)
       selection_seeds: [0, 1, 2, 3]  # stage 1: every configuration; each arm's lr chosen on validation
       confirmation_seeds: [4, 5, 6]  # stage 2: the chosen configurations only; the report's test accuracy
@@ -77,9 +83,12 @@ a learning rate by which seeds happened to learn (docs/reports.md, "Selection st
 RATE_TESTS = ("solved", "escaped", "above")
 """The tests of paired binary outcomes (exact McNemar), whose effect is a pair of solve rates."""
 ALPHA = 0.05
-MIN_REFERENCE_POWER = 0.5
-"""A primary whose power for its named reference is below this is refused unless the spec declares it exploratory."""
 """The level at which the primary comparison is tested alone, and the family-wise error of Holm's correction."""
+MIN_POWER = 0.8
+"""A confirmatory primary needs at least this power for its declared effect and for its reference; below it only a
+primary declared `exploratory` (or a committed study rerun as committed, `reproduces`) passes."""
+MARGIN_TESTS = ("equivalence", "noninferiority")
+"""What a primary with a margin tests: |difference| < margin (two one-sided tests), or difference > -margin."""
 SELECTION, CONFIRMATION = "selection", "confirmation"
 SEED_KEYS = ("train.seed", "data.seed")
 LR_KEY = "train.lr"
@@ -90,20 +99,43 @@ default step (half a decade)."""
 
 @dataclass
 class Effect:
-    """The effect the primary comparison must detect: each side's solve rate (solved, escaped), or the mean paired
-    accuracy difference in standard deviations of normal differences (accuracy, accuracy_t)."""
+    """The effect the primary comparison must detect, in the outcome's units: each side's rate of the event (solved,
+    escaped, above), or the mean paired accuracy difference (accuracy, accuracy_t: `difference`, or in standard
+    deviations of normal differences, `standardized`), with the spread of those differences (`sd`) and where it
+    comes from (`sd_source`). Under a margin (`Primary.margin`) `difference` is the true difference assumed."""
 
     mixer: float | None = None
     baseline: float | None = None
+    difference: float | None = None
+    """The mean paired accuracy difference to detect (an accuracy: 0.1 is 10 points)."""
     standardized: float | None = None
     sd: float | None = None
-    """The standard deviation of the paired accuracy differences (an accuracy, 0.254 for 25.4 points) that puts the
-    standardized effect in the outcome's units: the pilots' spread, named by `sd_source`."""
+    """The standard deviation of the paired accuracy differences (an accuracy, 0.254 for 25.4 points), named by
+    `sd_source`: read from a committed study's results.csv where it names one (a typed value must then agree)."""
     sd_source: str | None = None
+    """A committed study's folder (results/NAME, holding its results.csv), or a file documenting the pilot that
+    measured `sd`."""
+    sd_cell: str | None = None
+    """The cell of `sd_source`'s comparison, when that study compares the primary's arms in several cells."""
 
     def __str__(self) -> str:
-        return ", ".join(f"{f}: {getattr(self, f)}" for f in ("mixer", "baseline", "standardized", "sd")
+        return ", ".join(f"{f}: {getattr(self, f)}" for f in ("mixer", "baseline", "difference", "standardized", "sd")
                          if getattr(self, f) is not None) or "nothing"
+
+    def shift(self) -> float | None:
+        """The effect in standard deviations of the paired differences (None when neither it nor its spread is
+        known)."""
+        if self.standardized is not None:
+            return self.standardized
+        if self.difference is None or self.sd is None:
+            return None
+        return self.difference / self.sd
+
+    def points(self) -> float | None:
+        """The effect as an accuracy difference (None when it is stated in standard deviations without a spread)."""
+        if self.difference is not None:
+            return self.difference
+        return None if self.standardized is None or self.sd is None else self.standardized * self.sd
 
 
 @dataclass
@@ -129,6 +161,9 @@ class Primary:
     effect: Effect | None = None
     outcome: str | None = None
     reference: Reference | None = None
+    margin: float | None = None
+    """An equivalence or non-inferiority margin (an accuracy: 0.054 is 5.4 points), for the accuracy tests."""
+    margin_test: str = MARGIN_TESTS[0]
     exploratory: bool = False
 
     def __post_init__(self) -> None:
@@ -146,8 +181,9 @@ class Primary:
         if self.test == "accuracy_t" and self.outcome != "continuous":
             raise ConfigError("primary.test accuracy_t (paired t) needs primary.outcome: continuous, declared before "
                               "the runs; for accuracy that runs either reach or not, use test: accuracy (Wilcoxon)")
+        _check_margin(self)
         if self.effect is not None:
-            _check_effect(self.test, self.effect)
+            _check_effect(self.test, self.effect, self.margin is not None)
         if self.reference is not None:
             _check_reference(self.test, self.reference, self.effect)
 
@@ -157,24 +193,51 @@ class Primary:
         return f"{self.mixer} vs {self.baseline} ({', '.join([f'test {self.test}', *where])})"
 
 
-def _check_effect(test: str, effect: Effect) -> None:
+def _check_margin(primary: Primary) -> None:
+    if primary.margin_test not in MARGIN_TESTS:
+        raise ConfigError(f"primary.margin_test must be one of {', '.join(MARGIN_TESTS)}, got {primary.margin_test!r}")
+    if primary.margin is None:
+        if primary.margin_test != MARGIN_TESTS[0]:
+            raise ConfigError("primary.margin_test needs primary.margin (the accuracy difference the test is about)")
+        return
+    if primary.test not in SHIFT_TESTS:
+        raise ConfigError(f"primary.margin is for the accuracy tests ({', '.join(SHIFT_TESTS)}), not {primary.test}")
+    if not 0.0 < primary.margin <= 1.0:
+        raise ConfigError(f"primary.margin is an accuracy difference in (0, 1] (0.054 is 5.4 points), got "
+                          f"{primary.margin!r}")
+    if primary.reference is not None:
+        raise ConfigError("primary.margin: the margin is the effect that matters; leave reference out")
+
+
+def _check_effect(test: str, effect: Effect, margin: bool) -> None:
     rates = (effect.mixer, effect.baseline)
+    shifts = (effect.difference, effect.standardized)
     if test in RATE_TESTS:
-        if None in rates or effect.standardized is not None or not all(0.0 <= r <= 1.0 for r in rates):
+        if None in rates or shifts != (None, None) or not all(0.0 <= r <= 1.0 for r in rates):
             raise ConfigError(f"primary.effect of the {test} test: mixer and baseline, solve rates in [0, 1], "
                               f"got {effect}")
-    elif test in SHIFT_TESTS:
-        if rates != (None, None) or effect.standardized is None or effect.standardized == 0:
-            raise ConfigError(f"primary.effect of the {test} test: standardized, the mean paired difference over "
-                              f"the differences' standard deviation (not 0), got {effect}")
-        if (effect.sd is None) != (effect.sd_source is None) or (effect.sd is not None and not 0.0 < effect.sd <= 1.0):
-            raise ConfigError(f"primary.effect.sd (the pilots' standard deviation of the paired accuracy differences, "
-                              f"an accuracy in (0, 1]) and primary.effect.sd_source (where it comes from) go together, "
-                              f"got sd {effect.sd!r}, sd_source {effect.sd_source!r}")
-    else:
+        if (effect.sd, effect.sd_source, effect.sd_cell) != (None, None, None):
+            raise ConfigError(f"primary.effect of the {test} test is in rates already: leave sd, sd_source and "
+                              "sd_cell out")
+        return
+    if test not in SHIFT_TESTS:
         raise ConfigError("primary.effect: the log-rank test of steps has no exact power here; leave effect out")
-    if test in RATE_TESTS and (effect.sd, effect.sd_source) != (None, None):
-        raise ConfigError(f"primary.effect of the {test} test is in rates already: leave sd and sd_source out")
+    if rates != (None, None) or None not in shifts or (not margin and shifts == (None, None)):
+        raise ConfigError(f"primary.effect of the {test} test: difference (the mean paired accuracy difference, 0.1 "
+                          f"for 10 points) or standardized (the same in standard deviations), one of them, got {effect}")
+    if not margin and 0 in shifts:
+        raise ConfigError(f"primary.effect of the {test} test must not be 0 (only a margin's true difference may be)")
+    if effect.difference is not None and not abs(effect.difference) <= 1.0:
+        raise ConfigError(f"primary.effect.difference is an accuracy difference, at most 1 in size, got "
+                          f"{effect.difference!r}")
+    if effect.sd is not None and not 0.0 < effect.sd <= 1.0:
+        raise ConfigError(f"primary.effect.sd (the standard deviation of the paired accuracy differences) is an "
+                          f"accuracy in (0, 1], got {effect.sd!r}")
+    if effect.sd is not None and effect.sd_source is None:
+        raise ConfigError("primary.effect.sd needs primary.effect.sd_source (the committed study, results/NAME, or "
+                          "the file documenting the pilot that measured it)")
+    if effect.sd_cell is not None and effect.sd_source is None:
+        raise ConfigError("primary.effect.sd_cell needs primary.effect.sd_source (the study whose cell it names)")
 
 
 def _check_reference(test: str, reference: Reference, effect: Effect | None) -> None:
@@ -190,8 +253,8 @@ def _check_reference(test: str, reference: Reference, effect: Effect | None) -> 
         if rates != (None, None) or reference.difference is None or not 0.0 < abs(reference.difference) <= 1.0:
             raise ConfigError(f"primary.reference of the {test} test: difference, a mean paired accuracy difference "
                               f"(not 0, at most 1 in size), got {reference.difference!r}")
-        if effect is None or effect.sd is None:
-            raise ConfigError("primary.reference of an accuracy test needs primary.effect.sd (the pilots' spread of "
+        if effect is None or effect.sd_source is None:
+            raise ConfigError("primary.reference of an accuracy test needs primary.effect's sd_source (the spread of "
                               "the paired differences) to give its power")
     else:
         raise ConfigError("primary.reference: the log-rank test of steps has no exact power here; leave it out")
