@@ -25,6 +25,7 @@ from loglinear.protocol.power import (
     signed_rank_power,
     smallest_shift,
 )
+from loglinear.reports.spread import resolve_spread
 from loglinear.runs.config import CONFIGS_DIR, ConfigError
 from loglinear.sweeps.spec import load_spec, parse_spec
 from loglinear.sweeps.spec_keys import Effect, Primary
@@ -35,10 +36,11 @@ PRIMARY = {"mixer": "log_linear_mamba2", "baseline": "mamba2"}
 
 
 def spec_file(folder: Path, test: str, seeds: int, effect: dict | None = None, two_stage: bool = True,
-              selection: int = 4, **protocol) -> Path:
+              selection: int = 4, exploratory: bool = False, **protocol) -> Path:
     """A tiny MQAR spec of Mamba-2 and its log-linear variant whose primary is `test` on `seeds` seeds (`selection`
-    selection seeds under the two-stage protocol)."""
-    primary = {**PRIMARY, "test": test, **({"effect": effect} if effect else {})}
+    selection seeds under the two-stage protocol), declared `exploratory` or not."""
+    primary = {**PRIMARY, "test": test, **({"effect": effect} if effect else {}),
+               **({"exploratory": True} if exploratory else {})}
     if test == "accuracy_t":
         primary["outcome"] = "continuous"
     spec = {"name": "power", "base": {k: v for k, v in TINY_BASE.items() if k != "model.mixer"},
@@ -175,7 +177,7 @@ def test_a_wandb_sweep_file_is_refused_for_a_design_that_cannot_reach_alpha(tmp_
 
 def test_a_design_that_can_reach_alpha_prints_its_power(tmp_path, capsys):
     effect = {"mixer": 0.9, "baseline": 0.2}
-    code = main(["sweep", "run", str(spec_file(tmp_path, "solved", 6, effect)), "--dry-run",
+    code = main(["sweep", "run", str(spec_file(tmp_path, "solved", 6, effect, exploratory=True)), "--dry-run",
                  "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 0
@@ -183,14 +185,44 @@ def test_a_design_that_can_reach_alpha_prints_its_power(tmp_path, capsys):
             f"power {mcnemar_power(0.9, 0.2, 6):.2f} for solve rates 0.9 vs 0.2") in err
 
 
-def test_the_accuracy_effect_is_standardized_and_its_power_printed(tmp_path, capsys):
-    code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy_t", 8, {"standardized": 1.0})), "--dry-run",
-                 "--out", str(tmp_path / "out")])
+def test_a_confirmatory_design_below_the_power_rule_is_refused_with_the_seeds_it_needs(tmp_path, capsys):
+    """Power 0.47 for solve rates 0.9 vs 0.2 on 6 seeds: refused (one line, nothing written) naming the fewest
+    seeds that reach 0.8; with those seeds it passes; declared exploratory it passes as it is."""
+    effect = {"mixer": 0.9, "baseline": 0.2}
+    out = tmp_path / "out"
+    assert main(["sweep", "run", str(spec_file(tmp_path, "solved", 6, effect)), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    needed = next(n for n in range(7, 60) if mcnemar_power(0.9, 0.2, n) >= 0.8)
+    assert len(err) == 1 and not out.exists()
+    assert (f"report.primary is not confirmatory: power {mcnemar_power(0.9, 0.2, 6):.2f} for solve rates 0.9 vs 0.2 "
+            f"(70.0 points), below 0.8 ({needed} confirmation seeds reach it); or declare it "
+            "report.primary.exploratory: true") in err[0]
+    assert main(["sweep", "run", str(spec_file(tmp_path, "solved", needed, effect)), "--dry-run", "--out",
+                 str(out)]) == 0
+
+
+@pytest.mark.parametrize(("test", "effect", "why"), [
+    ("solved", None, "it states no effect to detect"),
+    ("steps", None, "the log-rank test of steps has no power computation here"),
+    ("accuracy", {"standardized": 1.0}, "its effect has no spread in points"),
+])
+def test_a_primary_without_a_power_in_points_is_confirmatory_only_when_declared_exploratory(tmp_path, capsys, test,
+                                                                                          effect, why):
+    assert main(["sweep", "run", str(spec_file(tmp_path, test, 12, effect)), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"report.primary is not confirmatory: {why}" in err[0]
+    assert main(["sweep", "run", str(spec_file(tmp_path, test, 12, effect, exploratory=True)), "--dry-run",
+                 "--out", str(tmp_path / "out")]) == 0
+
+
+def test_an_exploratory_accuracy_effect_in_standard_deviations_prints_its_power(tmp_path, capsys):
+    code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy_t", 8, {"standardized": 1.0}, exploratory=True)),
+                 "--dry-run", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 0 and "paired t on test accuracy, 8 seeds: any p from 2 seeds on, alpha 0.05; power 0.68 for a " \
-                         "paired difference of 1 standard deviations" in err
-    code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy", 8, {"standardized": 1.0})), "--dry-run",
-                 "--out", str(tmp_path / "out")])
+                         "paired difference of 1 standard deviations (no spread, so not in points)" in err
+    code = main(["sweep", "run", str(spec_file(tmp_path, "accuracy", 8, {"standardized": 1.0}, exploratory=True)),
+                 "--dry-run", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert code == 0 and (f"Wilcoxon signed-rank on test accuracy, 8 seeds: best-case p 0.0078, alpha 0.05; power "
                           f"{signed_rank_power(1.0, 8):.2f} for a paired difference of 1 standard deviations") in err
@@ -227,9 +259,9 @@ def test_fewer_than_four_selection_seeds_are_refused_before_anything(tmp_path, c
 
 
 def test_a_protocol_may_opt_out_of_the_selection_seeds_minimum(tmp_path, capsys):
-    path = spec_file(tmp_path, "solved", 8, selection=2, allow_few_selection_seeds=True)
+    path = spec_file(tmp_path, "solved", 8, selection=2, allow_few_selection_seeds=True, exploratory=True)
     assert main(["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
-    assert main(["sweep", "run", str(spec_file(tmp_path, "solved", 8, selection=4)), "--dry-run",
+    assert main(["sweep", "run", str(spec_file(tmp_path, "solved", 8, selection=4, exploratory=True)), "--dry-run",
                  "--out", str(tmp_path / "out")]) == 0
     raw = yaml.safe_load(spec_file(tmp_path, "solved", 8, selection=1).read_text())
     del raw["report"]["primary"]  # the minimum holds without a primary too
@@ -253,23 +285,34 @@ def test_an_effect_that_does_not_fit_its_test_is_a_config_error(tmp_path, test, 
 FIVE_SEED_RANK_PRIMARIES = {"parity_gdn_confirm_cpu", "state_tracking_cpu", "state_tracking_s3_cpu"}
 """Committed specs whose primary, declared as the paired t, is now the signed-rank test, which 5 seeds cannot take
 below 0.0625: they rerun as committed (`report.reproduces`), the limitation stated."""
+CONFIRMATORY = {"mqar_state_gdn_cpu", "mqar_levels_mamba2_cpu", "state_tracking_s3_gdn_cpu", "mqar_levels_gdn_cpu",
+                "mqar_paper_gpu"}
+"""The specs declared under the power rule: power 0.8 for their effect in points, the spread read from a committed
+study."""
 
 
-def test_every_committed_spec_with_a_primary_can_reach_alpha_or_reproduces_its_committed_study():
-    """The demo (3 seeds, log-rank best case 0.022) and the studies keep running; the three 5-seed specs rerun
-    as committed, and without `reproduces` they are refused as a new design would be."""
+def test_every_committed_spec_with_a_primary_is_confirmatory_exploratory_or_reproduces_its_committed_study():
+    """The studies declared under the power rule meet it; the others are declared exploratory or rerun their
+    committed study as committed, the limitation stated; without `reproduces` those are refused as a new design."""
     for path in sorted((CONFIGS_DIR / "sweeps").glob("*.yaml")):
-        spec = load_spec(path)
+        spec = resolve_spread(load_spec(path))
         design = check_design(spec)
-        if path.stem in FIVE_SEED_RANK_PRIMARIES:
-            assert spec.report.reproduces == f"results/{path.stem}"
-            assert design.best_p > 0.05 and f"reproduces results/{path.stem} as committed" in design.limitation
-            assert "can never be significant (at least 6 seeds could)" in design.text()
-            spec.report.reproduces = None
-            with pytest.raises(DesignError, match="with 5 seeds .* at least 6 confirmation seeds"):
-                check_design(spec)
+        if design is None:
             continue
-        assert design is None or design.best_p <= 0.05, path.name
+        if path.stem in CONFIRMATORY:
+            assert design.shortfall is None and design.power >= 0.8 and not spec.report.primary.exploratory, path.name
+            assert spec.report.reproduces is None and spec.report.primary.effect.sd_source.startswith("results/")
+            continue
+        if spec.report.primary.exploratory:
+            assert spec.report.reproduces is None or design.best_p > 0.05, path.name
+            continue
+        assert spec.report.reproduces == f"results/{path.stem}", path.name
+        assert f"reproduces results/{path.stem} as committed" in design.limitation
+        if path.stem in FIVE_SEED_RANK_PRIMARIES:
+            assert design.best_p > 0.05 and "can never be significant (at least 6 seeds could)" in design.text()
+        spec.report.reproduces = None
+        with pytest.raises(DesignError, match="with 5 seeds .* at least 6 confirmation seeds|not confirmatory"):
+            check_design(spec)
 
 
 def reproducing_spec(folder: Path, reproduces: str) -> Path:
@@ -299,9 +342,10 @@ def test_only_a_committed_study_of_the_spec_may_be_reproduced(tmp_path, capsys):
 
 
 def paper_like(folder: Path, **primary) -> Path:
-    """An accuracy primary on 16 seeds with the pilots' spread and a reference effect."""
+    """An accuracy primary on 16 seeds with the spread a pilot's write-up (pilots.md) states and a reference."""
+    (folder / "pilots.md").write_text("The pilots' paired differences: standard deviation 25 points.\n")
     raw = yaml.safe_load(spec_file(folder, "accuracy", 16, {"standardized": 0.8, "sd": 0.25,
-                                                             "sd_source": "pilots"}).read_text())
+                                                             "sd_source": str(folder / "pilots.md")}).read_text())
     raw["report"]["primary"].update(primary)
     path = folder / "paper.yaml"
     path.write_text(yaml.safe_dump(raw, sort_keys=False))
@@ -312,20 +356,21 @@ def test_the_design_is_stated_in_points_with_the_smallest_difference_and_the_pow
                                                                                                       capsys):
     """0.8 SD at the pilots' 25 points is 20 points; the smallest difference with power 0.8 is the first
     standardized step whose simulated power reaches it; the reference's power is the power at its points over the
-    pilots' SD, and below 0.5 the primary is refused unless declared exploratory."""
+    pilots' SD, and below 0.8 the primary is refused unless declared exploratory."""
     reference = {"difference": 0.054, "source": "the paper at d_model 32"}
     assert main(["sweep", "run", str(paper_like(tmp_path, reference=reference)), "--dry-run"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     low = signed_rank_power(0.054 / 0.25, 16)
-    assert len(err) == 1 and f"report.primary has power {low:.2f} for its reference (a paired difference of 5.4 " \
-        "points (the paper at d_model 32)), below 0.5" in err[0] and "report.primary.exploratory: true" in err[0]
+    assert len(err) == 1 and f"not confirmatory: power {low:.2f} for its reference (a paired difference of 5.4 " \
+        "points (the paper at d_model 32)), below 0.8" in err[0] and "report.primary.exploratory: true" in err[0]
     path = paper_like(tmp_path, reference=reference, exploratory=True)
     assert main(["sweep", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")]) == 0
     err = capsys.readouterr().err
     smallest = smallest_shift("accuracy", 16)
     assert signed_rank_power(smallest, 16) >= 0.8 > signed_rank_power(round(smallest - 0.01, 2), 16)
-    assert (f"power {signed_rank_power(0.8, 16):.2f} for a paired difference of 0.8 standard deviations (20.0 points "
-            f"at the SD of 25.0 points from pilots); power 0.8 from a difference of {smallest:.2f} standard deviations "
+    assert (f"power {signed_rank_power(0.8, 16):.2f} for a paired difference of 20.0 points (0.80 standard deviations "
+            f"at the SD of 25.0 points from {tmp_path / 'pilots.md'}); power 0.8 from a difference of {smallest:.2f} "
+            "standard deviations "
             f"({100 * smallest * 0.25:.1f} points); power {low:.2f} for the reference, a paired difference of 5.4 "
             f"points (the paper at d_model 32); declared exploratory") in err
     strong = {"difference": 0.25, "source": "a large gap"}
@@ -343,10 +388,19 @@ def test_a_rate_design_states_the_smallest_rate_it_detects():
 
 
 @pytest.mark.parametrize(("primary", "match"), [
-    ({"effect": {"standardized": 0.8, "sd": 0.25}}, "go together"),
-    ({"effect": {"standardized": 0.8, "sd": 1.5, "sd_source": "x"}}, "go together"),
+    ({"effect": {"standardized": 0.8, "sd": 0.25}}, "sd needs primary.effect.sd_source"),
+    ({"effect": {"standardized": 0.8, "sd": 1.5, "sd_source": "x"}}, "an accuracy in \\(0, 1\\]"),
+    ({"effect": {"difference": 0.1, "standardized": 0.8}}, "one of them"),
+    ({"effect": {"difference": 0.0, "sd_source": "x"}}, "must not be 0"),
+    ({"effect": {"difference": 1.5, "sd_source": "x"}}, "at most 1 in size"),
+    ({"effect": {"difference": 0.1, "sd_cell": "d_model=16"}}, "sd_cell needs"),
     ({"effect": {"standardized": 0.8}, "reference": {"difference": 0.05, "source": "paper"}},
-     "needs primary.effect.sd"),
+     "needs primary.effect's sd_source"),
+    ({"margin": 0.05, "reference": {"difference": 0.05, "source": "paper"}, "effect": {"sd_source": "x"}},
+     "leave reference out"),
+    ({"margin": 1.5}, "margin is an accuracy difference in \\(0, 1\\]"),
+    ({"margin_test": "noninferiority"}, "margin_test needs primary.margin"),
+    ({"margin": 0.05, "margin_test": "superiority"}, "margin_test must be one of equivalence, noninferiority"),
     ({"effect": {"standardized": 0.8, "sd": 0.2, "sd_source": "x"}, "reference": {"difference": 0.05}},
      "reference.source"),
     ({"reference": {"mixer": 0.5, "baseline": 0.2, "source": "x"}}, "reference of the accuracy test: difference"),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import math
-import statistics
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +13,14 @@ import yaml
 
 from loglinear.cli import sweep_main
 from loglinear.protocol.power import check_design
+from loglinear.reports.spread import resolve_spread
 from loglinear.sweeps.spec import expand, load_spec, planned_runs
 from loglinear.synthetics.config import training_set
 from loglinear.synthetics.streams import component_sizes
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "configs" / "sweeps" / "mqar_paper_gpu.yaml"
-CPU_STUDY = ROOT / "results" / "mqar_paper_cpu" / "results.csv"
+SPREAD_STUDY = ROOT / "results" / "mqar_levels_cpu" / "results.csv"
 PAPER_GAP = 5.4
 """The paper's gap between log-linear Gated DeltaNet and Gated DeltaNet at d_model 32, in points."""
 
@@ -33,7 +33,7 @@ def test_the_study_trains_as_the_paper_and_zoology_do():
         assert (cfg.train.max_steps, cfg.data.batch_size) == (22_500, 256)
         assert (cfg.train.beta1, cfg.train.beta2, cfg.train.weight_decay) == (0.9, 0.999, 0.1)
         assert (cfg.train.warmup_steps, cfg.train.grad_clip, cfg.train.min_lr_ratio) == (0, 0.0, 0.0)
-        assert (cfg.model.d_model, cfg.model.init, cfg.model.lambda_param) == (16, "authors", "softplus")
+        assert (cfg.model.d_model, cfg.model.init, cfg.model.lambda_param) == (32, "authors", "softplus")
         assert cfg.data.train_size == 180_000 and cfg.data.task_args["vocab_size"] == 8192
     train = training_set(runs[0].config.data)
     sizes = component_sizes(train.weights, 180_000)
@@ -42,29 +42,31 @@ def test_the_study_trains_as_the_paper_and_zoology_do():
     assert batches == 707 and round(22_500 / batches, 1) == 31.8
     assert [(t.seq_len, t.num_kv_pairs) for t in train.tasks] == [(64, 4), (128, 8), (256, 16), (256, 32), (256, 64)]
     assert {r.config.model.mixer for r in runs} == {"gated_deltanet", "log_linear_gated_deltanet"}
-    assert np.allclose(spec.grid["train.lr"], np.logspace(-4, -2, 4), rtol=0.01)  # zoology's grid
-    assert len(spec.protocol.selection_seeds) >= 4 and len(spec.protocol.confirmation_seeds) >= 16
-    assert planned_runs(spec) == 2 * (4 * 4 + 16)
+    assert np.allclose(spec.grid["train.lr"], np.logspace(-3, -1.5, 4), rtol=0.01)  # the Based grid the paper follows
+    assert min(spec.protocol.selection_seeds + spec.protocol.confirmation_seeds) >= 200
+    assert len(spec.protocol.selection_seeds) >= 4 and len(spec.protocol.confirmation_seeds) == 70
+    assert planned_runs(spec) == 2 * (4 * 4 + 70)
 
 
-def test_the_declared_effect_is_the_paper_s_gap_over_the_cpu_study_s_spread():
-    """The header's power for the paper's gap comes from mqar_paper_cpu's 16 confirmation pairs, and the dry run
-    prints it (low, as the header says)."""
-    with open(CPU_STUDY, newline="") as f:
-        rows = [r for r in csv.DictReader(f) if r["stage"] == "confirmation"]
+def test_the_declared_effect_is_the_paper_s_gap_at_the_spread_of_the_same_pair_on_the_cpu():
+    """The effect is the paper's 5.4 points at d_model 32; its spread is read from mqar_levels_cpu's same-size Gated
+    DeltaNet pair (16 confirmation pairs, 15.3 points), and 70 seeds give it power 0.8."""
+    with open(SPREAD_STUDY, newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["stage"] == "confirmation" and r["model.deltanet_key_dim"] == ""
+                and r["mixer"] in ("gated_deltanet", "log_linear_gated_deltanet")]
     by_seed: dict[str, dict[str, float]] = {}
     for row in rows:
         by_seed.setdefault(row["seed"], {})[row["mixer"]] = 100 * float(row["test/acc"])
-    differences = [s["log_linear_gated_deltanet"] - s["gated_deltanet"] for s in by_seed.values()]
-    assert len(differences) == 16 and round(statistics.stdev(differences), 1) == 25.4
-    spec = load_spec(SPEC)
+    differences = np.array([s["log_linear_gated_deltanet"] - s["gated_deltanet"] for s in by_seed.values()])
+    assert len(differences) == 16
+    spec = resolve_spread(load_spec(SPEC))
     primary = spec.report.primary
     assert (primary.mixer, primary.baseline, primary.test) == ("log_linear_gated_deltanet", "gated_deltanet",
                                                                 "accuracy")
-    assert primary.effect.standardized == round(PAPER_GAP / statistics.stdev(differences), 2)
+    assert primary.effect.difference == PAPER_GAP / 100
+    assert primary.effect.sd == round(differences.std(ddof=1) / 100, 6) and round(primary.effect.sd, 3) == 0.153
     design = check_design(spec)
-    assert design.seeds == 16 and round(design.power, 2) == 0.11
-    assert "power 0.11" in design.text()
+    assert design.seeds == 70 and 0.8 <= design.power < 0.83 and design.shortfall is None
 
 
 def _pilot_spec(folder: Path) -> Path:
@@ -85,6 +87,8 @@ def _pilot_spec(folder: Path) -> Path:
     spec["grid"]["train.lr"] = spec["grid"]["train.lr"][-2:]
     spec["protocol"].update({"selection_seeds": [17, 18], "confirmation_seeds": [1, 2, 3, 4, 5, 6],
                              "allow_few_selection_seeds": True})
+    spec["report"]["primary"]["exploratory"] = True  # 6 seeds: a pilot of the machinery, its power is not the point
+    del spec["report"]["primary"]["effect"]
     path = folder / "pilot.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
@@ -104,7 +108,7 @@ def test_a_cpu_pilot_of_the_study_runs_its_whole_path_packed(tmp_path, monkeypat
     assert {r["mixer"] for r in confirmation} == {"gated_deltanet", "log_linear_gated_deltanet"}
     table = (out / "table.md").read_text()
     assert "**Primary comparison** (declared before the runs, tested alone at alpha 0.05): Log-Linear Gated " \
-           "DeltaNet − Gated DeltaNet (d_model=16): Wilcoxon signed-rank on test accuracy" in table
+           "DeltaNet − Gated DeltaNet (d_model=32): Wilcoxon signed-rank on test accuracy" in table
     verdict = table.split("**Primary comparison**")[1].split("\n")[0]
     assert verdict.rstrip(".").endswith(("not significant", ": significant"))
     logs = [(out / "runs" / r["run_id"] / "train.log").read_text() for r in rows]

@@ -443,7 +443,8 @@ def margin_power_text(primary: Primary) -> str:
     """`at a true difference of 0.0 points and the SD of 15.3 points from results/x`."""
     effect = primary.effect
     true = 0.0 if effect is None or effect.difference is None else effect.difference
-    spread = "" if effect is None or effect.sd is None else f" and the SD of {points_text(effect.sd)} from {effect.sd_source}"
+    spread = ("" if effect is None or effect.sd is None else
+              f" and the SD of {points_text(effect.sd)} from {effect.sd_source}")
     return f"at a true difference of {points_text(true)}{spread}"
 
 

@@ -21,6 +21,8 @@ def later_stages(spec: SweepSpec, runs: list[Run]) -> str | None:
     else:
         extensions = (f"for each cell whose pick sits at an edge of its learning rates, up to "
                       f"{spec.protocol.extensions} more beyond it on the selection seeds")
+    more = planned_runs(spec) - len(runs)
+    steps = more * max((r.config.train.max_steps for r in runs), default=0)
     return (f"then, once these selection runs are done: {extensions}; then each cell's "
             f"selected learning rate on the confirmation seeds {seeds} "
-            f"({planned_runs(spec) - len(runs)} runs more, without extensions)")
+            f"({more} runs more, {steps:,} run-steps at most, without extensions)")

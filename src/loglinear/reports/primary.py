@@ -55,7 +55,8 @@ def margin_text(result: TestResult) -> str:
                    f"not shown (the interval's lower end is not above {MINUS}{margin})")
         return (f"{test} of non-inferiority ({tested.method}), p={p_text(tested.p)}, alpha {ALPHA:g}; {interval}: "
                 f"{verdict}.")
-    test = "two one-sided Wilcoxon signed-rank tests" if estimator == "Hodges-Lehmann" else "two one-sided paired t tests"
+    test = ("two one-sided Wilcoxon signed-rank tests" if estimator == "Hodges-Lehmann" else
+            "two one-sided paired t tests")
     verdict = (f"equivalent within ±{margin}" if tested.shown else
                f"not shown (the interval is not inside ±{margin})")
     return (f"{test} of equivalence ({tested.method}), p={p_text(tested.p)} (lower {p_text(tested.p_lower)}, upper "
@@ -89,9 +90,9 @@ def standing_line(sweep: Sweep) -> str | None:
         return None
     parts = []
     if primary.exploratory:
-        parts.append("**Exploratory primary**: the spec declares its primary comparison exploratory (its design is below "
-                     "the power a confirmatory primary needs; \"Design\" under the paired comparisons), so a result of "
-                     "no difference says little.")
+        parts.append("**Exploratory primary**: the spec declares its primary comparison exploratory (its design is "
+                     "below the power a confirmatory primary needs; \"Design\" under the paired comparisons), so a "
+                     "result of no difference says little.")
     if sweep.report.reproduces is not None:
         n = (len(set(sweep.protocol.confirmation_seeds)) if sweep.protocol is not None else
              len({lookup(r.config, "train.seed") for r in sweep.records}))

@@ -9,7 +9,7 @@ import dataclasses
 import statistics
 from pathlib import Path
 
-from loglinear.protocol.power import DesignError, RESULTS_CSV, locate
+from loglinear.protocol.power import RESULTS_CSV, DesignError, locate
 from loglinear.reports.frontier import equal_state_comparisons
 from loglinear.reports.paired import Pairing, paired_comparisons
 from loglinear.reports.results_csv import load_sweep_from_csv

@@ -70,7 +70,9 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
     packs its unfinished runs train in."""
     statuses = [status_of(run_dir(out, r.run_id)) for r in runs]
     shared = subprocess.list2cmdline(([spec.preset] if spec.preset else []) + spec.base_overrides())
-    print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished")
+    steps = sum(r.config.train.max_steps for r in runs)
+    print(f"{spec.name}: {len(runs)} runs, {sum(s in FINISHED for s in statuses)} finished, {steps:,} run-steps at "
+          f"most (each run's train.max_steps)")
     print(f"each run: loglinear train {shared} <varied keys> out_dir={out}/runs/<run_id>")
     for run, status in zip(runs, statuses, strict=True):
         print(f"{run.run_id}  {status:<13}  {describe(run.point)}")

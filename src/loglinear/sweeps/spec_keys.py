@@ -224,7 +224,8 @@ def _check_effect(test: str, effect: Effect, margin: bool) -> None:
         raise ConfigError("primary.effect: the log-rank test of steps has no exact power here; leave effect out")
     if rates != (None, None) or None not in shifts or (not margin and shifts == (None, None)):
         raise ConfigError(f"primary.effect of the {test} test: difference (the mean paired accuracy difference, 0.1 "
-                          f"for 10 points) or standardized (the same in standard deviations), one of them, got {effect}")
+                          f"for 10 points) or standardized (the same in standard deviations), one of them, got "
+                          f"{effect}")
     if not margin and 0 in shifts:
         raise ConfigError(f"primary.effect of the {test} test must not be 0 (only a margin's true difference may be)")
     if effect.difference is not None and not abs(effect.difference) <= 1.0:
