@@ -146,9 +146,13 @@ def holm_summary(family: Family) -> str:
         return "The primary test is the report's only test: there is no secondary one."
     survivors = [r for r in secondaries if r.survives]
     found = "; ".join(f"{r.pairing.name}: {r.test}" for r in survivors)
-    return (f"Of the {len(secondaries)} secondary tests of this report, {len(survivors)} survive Holm at "
-            f"{ALPHA:g}" + (f": {found}." if survivors else
-                            ", so they do not show a difference between any two arms."))
+    if survivors:
+        return (f"Of the {len(secondaries)} secondary tests of this report, {len(survivors)} survive Holm at "
+                f"{ALPHA:g}: {found}.")
+    smallest = min(secondaries, key=lambda r: r.p)
+    return (f"Of the {len(secondaries)} secondary tests of this report, 0 survive Holm at {ALPHA:g}, so none of the "
+            f"compared pairs shows a difference (only the pairs listed above are compared); the smallest p is "
+            f"{smallest.pairing.name}: {smallest.test}, p={p_text(smallest.p)} (Holm {p_text(smallest.adjusted)}).")
 
 
 def length_paired_table(sweep: Sweep, by_length: list[Pairing], family: list[TestResult]) -> str:
