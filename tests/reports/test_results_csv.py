@@ -386,7 +386,7 @@ def test_a_rereport_in_place_of_a_csv_that_lost_runs_keeps_the_report(tmp_path, 
     assert {p.name: p.read_bytes() for p in rep.iterdir()} == before
 
 
-@pytest.mark.parametrize("study", sorted(p.name for p in (ROOT / "results").iterdir() if p.is_dir()))
+@pytest.mark.parametrize("study", COMMITTED)
 def test_every_committed_study_is_the_whole_study_its_spec_plans(study):
     """Each committed results.csv holds every run its spec plans, under its id or its earlier one, and the manifest
     of a folder that keeps one lists the same runs."""
