@@ -130,9 +130,9 @@ def compile_all(launches: list[Launch], folder: Path, arch: str, cache: Path) ->
     env["TRITON_CACHE_DIR"] = str(cache)
     done = child_process.run([sys.executable, "-m", "tests.kernels.offline", str(path), "--arch", arch, "--report",
                               str(report)], env=env, cpu_s=COMPILE_CPU_S)
-    outcomes = json.loads(report.read_text()) if report.is_file() else []
+    assert report.is_file(), f"the compiling process wrote no report (exit {done.returncode}): {done.stderr[-3000:]}"
     return Compiled(done.returncode, done.stdout + done.stderr,
-                    {Launch.from_json(o["launch"]): o for o in outcomes})
+                    {Launch.from_json(o["launch"]): o for o in json.loads(report.read_text())})
 
 
 @pytest.fixture(scope="module")
