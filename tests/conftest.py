@@ -46,12 +46,17 @@ def glibc_default_allocator():
 
 
 def pytest_collection_modifyitems(config, items):
-    if torch.cuda.is_available():
-        return
-    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    """`gpu` tests are skipped without a CUDA device; `slow` ones unless the marker expression names them
+    (`-m slow`, as CI runs them after the default run)."""
+    skip_gpu = None if torch.cuda.is_available() else pytest.mark.skip(reason="needs a CUDA device")
+    skip_slow = None if "slow" in (config.option.markexpr or "") else pytest.mark.skip(
+        reason="slow: not in the default run; `pytest -m slow` runs them (CI does)")
     for item in items:
-        if item.get_closest_marker("gpu"):  # not `"gpu" in item.keywords`: that matches a checkout folder named gpu
+        # get_closest_marker, not `"gpu" in item.keywords`: that matches a checkout folder named gpu
+        if skip_gpu and item.get_closest_marker("gpu"):
             item.add_marker(skip_gpu)
+        if skip_slow and item.get_closest_marker("slow"):
+            item.add_marker(skip_slow)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ benchmark's peers are one registry, and a script starts as `python -m benchmarks
 
 import importlib
 import pkgutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,8 @@ import benchmarks
 from benchmarks.kernel_inputs import SMOKE_SHAPES
 from benchmarks.kernel_peers import PEERS, Libraries, methods_for
 from benchmarks.kernels import table
+
+from . import child_process
 
 ROOT = Path(__file__).resolve().parent.parent
 MODULES = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__))
@@ -66,8 +67,8 @@ def test_the_table_has_a_row_per_peer_then_the_ratios_of_those_measured():
 
 
 def test_a_script_runs_as_a_module_from_the_repository_root():
-    out = subprocess.run([sys.executable, "-m", "benchmarks.operator_cpu", "--help"], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
+    out = child_process.run([sys.executable, "-m", "benchmarks.operator_cpu", "--help"], cwd=ROOT,
+                            cpu_s=120)
     assert out.returncode == 0, out.stderr
     assert "--quick" in out.stdout
 
@@ -81,8 +82,7 @@ def test_the_compile_benchmark_says_whether_the_machine_was_idle():
 
 
 def test_the_packing_benchmark_runs_its_smoke_size():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.packing", "--quick"], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    done = child_process.run([sys.executable, "-m", "benchmarks.packing", "--quick"], cwd=ROOT, cpu_s=600)
     assert done.returncode == 0, done.stderr
     assert "mamba2 | 16 | alone |" in done.stdout and "mamba2 | 16 | 2 |" in done.stdout
 

@@ -4,9 +4,10 @@ training loads the training libraries (a sweep's parent process, its status and 
 from __future__ import annotations
 
 import ast
-import subprocess
 import sys
 from pathlib import Path
+
+from . import child_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -14,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def loaded_after(statements: str, libraries: tuple[str, ...]) -> tuple[list[str], str]:
     """Which of `libraries` a fresh interpreter has loaded after `statements`; and its stderr."""
     script = f"import sys\n{statements}\nprint([m for m in {libraries!r} if m in sys.modules])\n"
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-c", script], cwd=ROOT, cpu_s=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return ast.literal_eval(done.stdout.strip().splitlines()[-1]), done.stderr
 

@@ -23,6 +23,8 @@ from benchmarks.kernel_peers import Libraries, fla_refusal
 from loglinear.kernels import selfcheck, verified_gpus
 from loglinear.kernels.variant import Variant
 
+from . import child_process
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,8 +33,8 @@ def python(code: str) -> list[str]:
 
 
 def test_the_dry_run_lists_every_step_and_exits_0_on_any_machine():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--time-limit", "60"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--time-limit", "60"],
+                             cwd=ROOT, cpu_s=300)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith("would run, within 60 s")
@@ -50,8 +52,8 @@ def test_only_keeps_the_named_steps_in_order_and_refuses_a_word_that_names_none(
     assert gpu_check.select(steps, None) == steps
     with pytest.raises(ValueError, match="matches no step; the steps are: doctor; GPU tests; determinism probe"):
         gpu_check.select(steps, ["nothing"])
-    done = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--only", "doctor"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry-run", "--only", "doctor"],
+                             cwd=ROOT, cpu_s=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[1:] == ["1. doctor (at most 540 s): -m loglinear doctor"], done.stdout
 
@@ -66,7 +68,7 @@ def test_a_failed_step_is_recorded_the_next_runs_and_the_limit_stops_the_rest(tm
     ]
     started = time.monotonic()
     outcomes = gpu_check.run_all(steps, tmp_path, limit_s=8)
-    assert time.monotonic() - started < 30  # the sleeping step was stopped at the limit, not after 120 s
+    assert time.monotonic() - started < 120  # the sleeping step was stopped at the limit, not when its sleep ended
     assert [o.status.split(" ")[0] for o in outcomes] == ["failed", "passed", "timed", "skipped:"]
     assert outcomes[0].status == "failed (exit 3)"
     assert "broken" in outcomes[0].log.read_text() and "fine" in outcomes[1].log.read_text()
@@ -193,28 +195,26 @@ def test_a_step_stops_at_its_own_cap_and_leaves_the_rest_for_the_next(tmp_path, 
     steps = [gpu_check.Step("slow", python("import time; time.sleep(120)"), cap_s=2),
              gpu_check.Step("after it", python("print('ran')"))]
     outcomes = gpu_check.run_all(steps, tmp_path, limit_s=60)
-    assert outcomes[0].status == "timed out after 2 s" and outcomes[0].seconds < 30
+    assert outcomes[0].status == "timed out after 2 s" and outcomes[0].seconds < 120
     assert outcomes[1].status == "passed"
 
 
 def test_the_fault_probe_refuses_an_unknown_case_in_one_line():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--case", "mamba2", "paper", "bf16",
-                           "sideways"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-m", "benchmarks.fault_probe", "--case", "mamba2", "paper", "bf16",
+                              "sideways"], cwd=ROOT, cpu_s=300)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith(
         "--case: 'sideways' is not one of forward, backward")
 
 
 def test_a_fault_probe_case_runs_the_fused_kernels_past_the_refusals_in_the_interpreter():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--case", "gdn", "mqar", "fp32", "backward",
-                           "--T", "80", "--device", "cpu", "--smoke"], capture_output=True, text=True, cwd=ROOT,
-                          timeout=600,
-                          env={**os.environ, "TRITON_INTERPRET": "1"})
+    done = child_process.run([sys.executable, "-m", "benchmarks.fault_probe", "--case", "gdn", "mqar", "fp32",
+                              "backward", "--T", "80", "--device", "cpu", "--smoke"], cwd=ROOT, cpu_s=600,
+                             env={**os.environ, "TRITON_INTERPRET": "1"})
     assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_the_fault_probe_refuses_no_workers_in_one_line():
-    done = subprocess.run([sys.executable, "-m", "benchmarks.fault_probe", "--jobs", "0"], capture_output=True,
-                          text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-m", "benchmarks.fault_probe", "--jobs", "0"], cwd=ROOT, cpu_s=300)
     assert done.returncode == 2 and done.stderr.strip().splitlines()[-1].endswith("--jobs must be >= 1, got 0")
 
 
@@ -394,7 +394,7 @@ def test_the_kernel_benchmark_stops_at_its_time_limit_and_marks_what_it_left(mon
 
 
 def last_error_line(argv: list[str]) -> str:
-    done = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-m", *argv], cwd=ROOT, cpu_s=300)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     return done.stderr.strip().splitlines()[-1]
 

@@ -4,9 +4,10 @@ its own in a fresh interpreter."""
 
 import ast
 import re
-import subprocess
 import sys
 from pathlib import Path
+
+from . import child_process
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "loglinear"
@@ -134,6 +135,6 @@ def test_every_module_imports_alone():
         "        failed.append(f'{name}: {type(e).__name__}: {e}')\n"
         "print('\\n'.join(failed))\n"
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    result = child_process.run([sys.executable, "-c", script], cwd=ROOT, cpu_s=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "", result.stdout

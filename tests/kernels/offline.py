@@ -7,11 +7,14 @@ types) would first fail on a GPU. Two steps close that gap without one:
 1. `recorded_launches()`: run the operator inside it (in the interpreter) and it records every kernel
    launch: the kernel, each runtime argument's Triton type (a tensor's dtype, a scalar's width), the
    constexprs' values and the launch options (num_warps) - exactly what the launchers chose.
-2. `python -m tests.kernels.offline LAUNCHES.json [--arch 90a]`, in a process without
-   TRITON_INTERPRET: compiles each distinct launch for that architecture down to machine code (Triton
-   and the ptxas it ships), reads the shared memory each asks for per block (`metadata.shared`, what
-   the launch requests) and exits 1 naming every launch that failed to compile or asks for more than
-   that architecture's block gets (kernels/triton_limits.SHARED_MEMORY).
+2. `python -m tests.kernels.offline LAUNCHES.json [--arch 90a] [--report OUT.json]`, in a process
+   without TRITON_INTERPRET: compiles each distinct launch for that architecture down to machine code
+   (Triton and the ptxas it ships), reads the shared memory each asks for per block (`metadata.shared`,
+   what the launch requests) and exits 1 naming every launch that failed to compile or asks for more
+   than that architecture's block gets (kernels/triton_limits.SHARED_MEMORY); `--report` writes each
+   launch's outcome. Triton keeps each compiled kernel in its cache (TRITON_CACHE_DIR), keyed by a
+   digest of the kernel's source, the target and the options: a kernel compiled there before is read
+   back, not compiled again.
 
 A process cannot do both: `triton.jit` reads TRITON_INTERPRET when the kernel modules are imported.
 """
@@ -141,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("launches", help="a JSON list of launches (Launch.to_json)")
     parser.add_argument("--arch", default="90a", choices=sorted(SHARED_MEMORY),
                         help="CUDA compute capability to compile for (default 90a, H100; 80, A100)")
+    parser.add_argument("--report", help="write each distinct launch's outcome here: a JSON list of "
+                                         "{launch, shared (bytes per block), error (null if none)}")
     args = parser.parse_args(argv)
     if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
         parser.error("unset TRITON_INTERPRET: the interpreter never compiles")
@@ -149,20 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     limit = SHARED_MEMORY[args.arch]
     with open(args.launches) as f:
         launches = distinct([Launch.from_json(d) for d in json.load(f)])
-    failed = []
+    outcomes = []
     for launch in launches:
         start = time.perf_counter()
+        shared = None
         try:
             shared = compile_launch(launch, args.arch).metadata.shared
             if shared > limit:
                 raise MemoryError(f"asks for {shared} bytes of shared memory, sm_{args.arch} has {limit}")
         except Exception as e:  # every failure is reported; the exit status says there was one
-            failed.append(launch.kernel)
-            print(f"FAILED {launch.kernel} {dict(launch.constants)} {dict(launch.options)}\n  {type(e).__name__}: {e}")
-            continue
-        print(f"ok {launch.kernel} {shared} B shared ({time.perf_counter() - start:.1f} s)", flush=True)
-    print(f"{len(launches) - len(failed)} of {len(launches)} launches compiled for sm_{args.arch} "
+            error = f"{type(e).__name__}: {e}"
+            print(f"FAILED {launch.kernel} {dict(launch.constants)} {dict(launch.options)}\n  {error}", flush=True)
+        else:
+            error = None
+            print(f"ok {launch.kernel} {shared} B shared ({time.perf_counter() - start:.1f} s)", flush=True)
+        outcomes.append({"launch": launch.to_json(), "shared": shared, "error": error})
+    failed = sum(o["error"] is not None for o in outcomes)
+    print(f"{len(launches) - failed} of {len(launches)} launches compiled for sm_{args.arch} "
           f"with Triton {triton.__version__}")
+    if args.report:
+        with open(args.report, "w") as f:
+            json.dump(outcomes, f)
     return 1 if failed else 0
 
 

@@ -17,6 +17,7 @@ from loglinear.kernels import selfcheck
 from loglinear.kernels.selfcheck import CACHE_ENV, MODE_ENV, SelfCheckWarning, cache_key, cache_path, mode_of
 
 pytest.importorskip("triton")
+from .. import child_process
 from .selfcheck_helpers import break_output, new_process  # noqa: E402  (after the importorskip)
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the report of a machine without CUDA")
@@ -81,8 +82,7 @@ def test_doctor_on_a_cpu_machine_checks_in_the_interpreter_says_chunk_and_exits_
     (tmp_path / "hook").mkdir()
     (tmp_path / "hook" / "sitecustomize.py").write_text(FIRST_CASES_HOOK)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path / "hook"), env.get("PYTHONPATH", "")])
-    done = subprocess.run([sys.executable, "-m", "loglinear", "doctor"], env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = child_process.run([sys.executable, "-m", "loglinear", "doctor"], env=env, cpu_s=600)
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert f"torch {torch.__version__}, triton " in out and ", lightning " in out and ", loglinear " in out
@@ -135,7 +135,7 @@ def test_an_interrupted_doctor_is_one_line_exit_130_and_stores_no_verdict(whole_
         os.killpg(doctor.pid, signal.SIGINT)
     else:
         doctor.send_signal(signal.SIGINT)
-    _, err = doctor.communicate(timeout=300)
+    _, err = child_process.communicate(doctor, cpu_s=300)
     assert doctor.returncode == 130, err
     assert err.strip().splitlines() == ["loglinear doctor: interrupted; the self-check that was running stored no "
                                         "verdict"]

@@ -4,10 +4,11 @@ with a reason instead of ending the caller."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 
 from loglinear.kernels.selfcheck_process import outcome_of
+
+from .. import child_process
 
 
 def child(code: str) -> list[str]:
@@ -43,8 +44,8 @@ def test_a_child_printing_no_outcome_is_a_failure():
 
 def test_the_child_runs_the_check(tmp_path):
     """The real entry point on the CPU (Triton's interpreter, inherited from the tests' environment), one case."""
-    done = subprocess.run([sys.executable, "-m", "loglinear.kernels.selfcheck_child", "cpu", "float32",
-                           "--cases", "1"], capture_output=True, text=True, timeout=600)
+    done = child_process.run([sys.executable, "-m", "loglinear.kernels.selfcheck_child", "cpu", "float32",
+                              "--cases", "1"], cpu_s=600)
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["failure"] is None and "of mamba2" in found["closest"]

@@ -14,6 +14,7 @@ from loglinear.packing.train import train_pack
 from loglinear.runs.config import to_yaml
 from loglinear.runs.train import train
 
+from .. import child_process
 from .pairs import GRID, assert_same_run, configs, overrides
 
 HERE = Path(__file__).parent
@@ -31,7 +32,7 @@ def _write(cfgs) -> list[str]:
 
 def _python(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=600, env=env)
+    return child_process.run([sys.executable, *args], cpu_s=600, env=env)
 
 
 @pytest.fixture(scope="module")

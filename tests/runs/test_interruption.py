@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +18,8 @@ import torch
 from loglinear.cli import main as cli_main
 from loglinear.runs.checkpoints import AtomicCheckpointIO
 from loglinear.runs.folder import LOCK, DiskFull, exclusive, read_result
+
+from .. import child_process
 
 HARNESS = Path(__file__).with_name("interrupt_harness.py")
 # attention on 1 key-value pair at length 8: 40 steps, a validation every 10 (at steps 10, 20, 30, 40)
@@ -33,15 +34,15 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def harness(out: Path, hook: str = "train", step: int = 0, signame: str = "none", *extra: str) -> int:
-    proc = subprocess.run([sys.executable, str(HARNESS), str(out), hook, str(step), signame, *RUN, *extra],
-                          env=ENV, capture_output=True, text=True, timeout=600)
+    proc = child_process.run([sys.executable, str(HARNESS), str(out), hook, str(step), signame, *RUN, *extra],
+                             env=ENV, cpu_s=600)
     assert proc.returncode != 1, proc.stderr[-3000:]
     return proc.returncode
 
 
 def cli(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loglinear", "train", *RUN, *extra, f"out_dir={out}"], env=ENV,
-                          capture_output=True, text=True, timeout=600)
+    return child_process.run([sys.executable, "-m", "loglinear", "train", *RUN, *extra, f"out_dir={out}"], env=ENV,
+                             cpu_s=600)
 
 
 def rows(out: Path) -> list[dict[str, str]]:
@@ -124,11 +125,9 @@ def test_the_command_exits_non_zero_with_one_line_on_a_signal(tmp_path, signum, 
     command = [sys.executable, "-m", "loglinear", "train", *RUN, "train.max_steps=100000", f"out_dir={out}"]
     proc = subprocess.Popen(command,
                             env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 300
-    while not (out / "last.ckpt").is_file() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
+    child_process.wait_until(proc, (out / "last.ckpt").is_file, cpu_s=300)
     proc.send_signal(signum)
-    _, err = proc.communicate(timeout=300)
+    _, err = child_process.communicate(proc, cpu_s=300)
     assert proc.returncode == code
     last = err.strip().splitlines()[-1]
     assert last.startswith("loglinear train: interrupted by") and "rerun the same command to resume" in last
@@ -155,11 +154,9 @@ def test_ctrl_c_on_a_terminal_with_dataloader_workers_is_one_line(tmp_path):
                f"out_dir={out}"]
     proc = subprocess.Popen(command, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # its own process group, as a terminal's foreground job
-    deadline = time.time() + 300
-    while not (out / "last.ckpt").is_file() and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
+    child_process.wait_until(proc, (out / "last.ckpt").is_file, cpu_s=300)
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=300)
+    _, err = child_process.communicate(proc, cpu_s=300)
     assert proc.returncode == 130, err
     assert err.count("SIGINT received") == 1 and "Traceback" not in err, err
     assert err.strip().splitlines()[-1].startswith("loglinear train: interrupted by SIGINT")

@@ -16,6 +16,8 @@ import loglinear.runs.memory as memory
 import loglinear.runs.train as train_module
 from loglinear.cli import main as cli_main
 
+from .. import child_process
+
 # logits at 16 scored positions x 64 sequences x vocabulary 8192 are 32 MiB: above glibc's largest mmap threshold
 # by default, so that the two settings allocate them differently
 RUN = [
@@ -57,8 +59,8 @@ def test_another_value_is_one_line_and_nothing_is_written(calls, monkeypatch, tm
 
 def _train(out: Path, setting: str) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1", memory.ENV: setting}
-    proc = subprocess.run([sys.executable, "-m", "loglinear", "train", *RUN, f"out_dir={out}"], env=env,
-                          capture_output=True, text=True, timeout=600)
+    proc = child_process.run([sys.executable, "-m", "loglinear", "train", *RUN, f"out_dir={out}"], env=env,
+                             cpu_s=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 

@@ -19,6 +19,8 @@ from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import crossing_step
 from loglinear.runs.train import train
 
+from .. import child_process
+
 # 1 key-value pair at length 8: attention solves it in ~100 steps, so each run takes seconds.
 TINY = [
     "data.task=mqar", "data.task_args.vocab_size=16", "data.task_args.seq_len=8", "data.task_args.num_kv_pairs=1",
@@ -33,10 +35,9 @@ def tiny(tmp_path: Path, *extra: str, name: str = "run"):
     return load_run_config(None, [*TINY, f"out_dir={tmp_path / name}", *extra])
 
 
-def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+def cli(*args: str, cpu_s: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, "-m", "loglinear", "train", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return child_process.run([sys.executable, "-m", "loglinear", "train", *args], cpu_s=cpu_s, env=env)
 
 
 def test_attention_early_stops_above_threshold(tmp_path):

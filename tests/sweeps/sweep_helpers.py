@@ -10,6 +10,8 @@ from typing import Any
 
 import yaml
 
+from .. import child_process
+
 TINY_BASE: dict[str, Any] = {
     "data.task": "mqar",
     "data.task_args": {"vocab_size": 16, "seq_len": 8, "num_kv_pairs": 1},
@@ -41,7 +43,7 @@ def write_spec(folder: Path, grid: dict[str, list], name: str = "tiny", zip_grou
     return path
 
 
-def sweep_cli(*args: str, timeout: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`loglinear sweep ...` in a fresh process."""
-    return subprocess.run([sys.executable, "-m", "loglinear", "sweep", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+def sweep_cli(*args: str, cpu_s: float = 600, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`loglinear sweep ...` in a fresh process (guarded: tests/child_process.py)."""
+    return child_process.run([sys.executable, "-m", "loglinear", "sweep", *args], cpu_s=cpu_s,
+                             env={**os.environ, **(env or {})})

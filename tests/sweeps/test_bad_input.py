@@ -22,6 +22,7 @@ from loglinear.sweeps.progress import ELSEWHERE
 from loglinear.sweeps.runner import RunFault, RunProcess, SweepOutcome, finish_job
 from loglinear.sweeps.spec import expand, load_spec
 
+from .. import child_process
 from .sweep_helpers import write_spec
 
 FILL_HOOK = """\
@@ -131,7 +132,7 @@ def test_a_disk_that_fills_during_a_run_stops_the_sweep_and_the_run_resumes(smal
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")]),
            "FILL_DISK": str(small_disk.path), "OMP_NUM_THREADS": "1"}
     command = [sys.executable, "-m", "loglinear", "sweep", "run", str(spec_path), "--out", str(out), "--quiet"]
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    proc = child_process.run(command, cpu_s=600, env=env)
     err = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(err) == 1, proc.stderr
     assert f"{run_dir(out, run.run_id).resolve()}: loglinear train exited with status 1 without a result" in err[0]
@@ -139,7 +140,7 @@ def test_a_disk_that_fills_during_a_run_stops_the_sweep_and_the_run_resumes(smal
 
     small_disk.make_room()
     env.pop("FILL_DISK")
-    proc = subprocess.run(command, capture_output=True, text=True, timeout=600, env=env)
+    proc = child_process.run(command, cpu_s=600, env=env)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((run_dir(out, run.run_id) / "result.json").read_text())["status"] == "max_steps"
 

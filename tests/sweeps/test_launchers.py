@@ -23,6 +23,7 @@ from loglinear.sweeps.launchers import TrainJob, parse_executor_args
 from loglinear.sweeps.runner import RunProcess
 from loglinear.sweeps.spec import SpecError, expand, load_spec
 
+from .. import child_process
 from .sweep_helpers import sweep_cli, write_spec
 
 GRID = {
@@ -130,7 +131,7 @@ def test_a_wandb_agent_command_trains_the_same_run_as_sweep_run(tmp_path, monkey
     assert sweep_main(["wandb", str(spec_path), "--out", str(agent_out)]) == 0
     sweep = yaml.safe_load((agent_out / "wandb_sweep.yaml").read_text())
     command = agent_args(sweep, run.point) + ["logger.wandb.mode=disabled"]
-    agent = subprocess.run([shutil.which("loglinear"), "train", *command], capture_output=True, text=True, timeout=600)
+    agent = child_process.run([shutil.which("loglinear"), "train", *command], cpu_s=600)
     assert agent.returncode == 0, agent.stderr
     assert sweep_cli("run", str(spec_path), "--out", str(sweep_out), "--quiet").returncode == 0
     names = [[p.name for p in (out / "runs").iterdir()] for out in (agent_out, sweep_out)]

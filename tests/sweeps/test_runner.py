@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -23,6 +22,7 @@ from loglinear.sweeps.progress import Progress, eta_seconds
 from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU, exclusive_sweep, worker_envs
 from loglinear.sweeps.spec import expand, load_spec
 
+from .. import child_process
 from .sweep_helpers import write_spec
 
 CRASH_HOOK = """\
@@ -175,12 +175,11 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     sweep = subprocess.Popen([*command, "--workers", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env=env)
     try:
-        deadline = time.monotonic() + 240
-        while not ((first / "result.json").is_file() and (second / "last.ckpt").is_file()):
-            assert sweep.poll() is None and time.monotonic() < deadline, "the sweep ended before the second run saved"
-            time.sleep(0.05)
+        saved = child_process.wait_until(
+            sweep, lambda: (first / "result.json").is_file() and (second / "last.ckpt").is_file(), cpu_s=600)
+        assert saved, "the sweep ended before the second run saved"
         sweep.send_signal(signal.SIGINT)
-        _, err = sweep.communicate(timeout=120)
+        _, err = child_process.communicate(sweep, cpu_s=300)
     finally:
         if sweep.poll() is None:
             sweep.kill()
@@ -190,7 +189,7 @@ def test_killed_sweep_resumes_without_redoing_finished_runs(tmp_path):
     assert not (third / "result.json").exists()
     finished_at = (first / "result.json").stat().st_mtime_ns
 
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    resumed = child_process.run(command, cpu_s=300, env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert (first / "result.json").stat().st_mtime_ns == finished_at
     assert (first / "train.log").read_text().count("=== ") == 1

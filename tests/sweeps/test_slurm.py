@@ -19,6 +19,7 @@ import pytest
 from loglinear.sweeps.launchers import partition_defaults
 from loglinear.sweeps.spec import expand, load_spec
 
+from .. import child_process
 from .slurm_cluster import MAX_MINUTES, PARTITION
 from .sweep_helpers import sweep_cli, write_spec
 
@@ -27,6 +28,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 
 SLURM = ["--launcher", "submitit", "--executor", f"slurm_partition={PARTITION}"]
 """What the Slurm command of docs/sweeps.md gives: only the partition."""
+HANG_S = 1800.0
+"""A guard on the wall clock, far above the tasks' time on a busy machine: the work runs in Slurm's jobs."""
 
 
 def submission_script(out: Path) -> str:
@@ -35,14 +38,25 @@ def submission_script(out: Path) -> str:
     return scripts[-1].read_text()
 
 
-def wait_for(condition, what: str, timeout: float = 180.0, poll: float = 0.5):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+def wait_for(condition, what: str, poll: float = 0.5):
+    started = time.monotonic()
+    while time.monotonic() < started + HANG_S:
         value = condition()
         if value:
             return value
         time.sleep(poll)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+    raise AssertionError(f"hung: no {what} after {HANG_S:.0f} s (load average {os.getloadavg()[0]:.1f})")
+
+
+def finish(sweep: subprocess.Popen) -> tuple[str, str]:
+    """The sweep's output once it ends; it follows Slurm's jobs (not its own children), so the guard is on the wall
+    clock, far above their time."""
+    try:
+        return sweep.communicate(timeout=HANG_S)
+    except subprocess.TimeoutExpired:
+        sweep.kill()
+        raise AssertionError(f"hung: the sweep still ran after {HANG_S:.0f} s (load average "
+                             f"{os.getloadavg()[0]:.1f}): {sweep.communicate()[1][-3000:]}") from None
 
 
 def test_partition_defaults_fit_the_cpu_partition(slurm_cluster):
@@ -68,7 +82,7 @@ def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
     seen = wait_for(lambda: _status_with(out, "running", "pending (JobArrayTaskLimit"), "a running and a throttled run")
     assert len(seen.splitlines()) == 1 + len(runs)
     sweep.send_signal(signal.SIGINT)
-    _, stderr = sweep.communicate(timeout=60)
+    _, stderr = child_process.communicate(sweep, cpu_s=120)
     assert sweep.returncode == 130 and "its tasks go on" in stderr, stderr
     again = sweep_cli(*command)
     assert again.returncode == 0, again.stderr
@@ -97,7 +111,7 @@ def test_a_job_slurm_can_never_start_ends_the_command_in_one_line(slurm_cluster,
     spec = write_spec(tmp_path, {"model.mixer": ["attention"]})
     out = tmp_path / "out"
     too_big = sweep_cli("run", str(spec), "--out", str(out), *SLURM,
-                        "--executor", f"cpus_per_task={slurm_cluster.cpus * 32}", "--quiet", timeout=120)
+                        "--executor", f"cpus_per_task={slurm_cluster.cpus * 32}", "--quiet", cpu_s=120)
     assert too_big.returncode == 2
     error = too_big.stderr.strip().splitlines()[-1]
     assert "PartitionConfig" in error and "Traceback" not in too_big.stderr
@@ -111,7 +125,7 @@ def test_a_job_slurm_can_never_start_ends_the_command_in_one_line(slurm_cluster,
 def test_submission_errors_are_one_line(slurm_cluster, tmp_path, executor, words):
     spec = write_spec(tmp_path, {"model.mixer": ["attention"]})
     done = sweep_cli("run", str(spec), "--out", str(tmp_path / "out"), *SLURM, "--executor", executor, "--quiet",
-                     timeout=120)
+                     cpu_s=120)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("loglinear sweep: error:") and words in lines[0].lower(), done.stderr
@@ -148,7 +162,7 @@ def test_a_requeued_or_timed_out_task_resumes_its_run_from_its_checkpoint(slurm_
         slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")
         wait_for(lambda since=requeued: (directory / "last.ckpt").stat().st_mtime > since,
                  "a checkpoint of the resumed run")
-    stdout, stderr = sweep.communicate(timeout=600)
+    stdout, stderr = finish(sweep)
     assert sweep.returncode == 0, stderr
     result = json.loads((directory / "result.json").read_text())
     log = (directory / "train.log").read_text()
@@ -160,8 +174,7 @@ def test_a_requeued_or_timed_out_task_resumes_its_run_from_its_checkpoint(slurm_
 
     reference = tmp_path / "reference"
     command = [sys.executable, "-m", "loglinear", "train", str(directory / "config.yaml"), f"out_dir={reference}"]
-    train = subprocess.run(command, capture_output=True, text=True, timeout=600,
-                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    train = child_process.run(command, cpu_s=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert train.returncode == 0, train.stderr
     expected = json.loads((reference / "result.json").read_text())
     for key in ("status", "step", "val_accuracy", "steps_to_threshold", "final_val", "test", "params"):

@@ -47,7 +47,8 @@ def test_a_time_limited_sweep_stops_its_runs_with_their_checkpoints_and_the_next
     paused = [f for f in folders if (f / "interrupted.ckpt").is_file() or (f / "last.ckpt").is_file()]
     assert len(paused) == 2  # the pack of two saved; the third run had not started
 
-    second = sweep_cli("run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2", env=env)
+    # the rest of three runs of 10,000 steps: minutes of CPU
+    second = sweep_cli("run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2", env=env, cpu_s=3000)
     assert second.returncode == 0, second.stderr
     for folder in folders:
         assert json.loads((folder / "result.json").read_text())["status"] == "max_steps"

@@ -22,6 +22,8 @@ from loglinear.synthetics import export as export_module
 from loglinear.synthetics.export import ExportError, export_data, read_exported
 from loglinear.synthetics.streams import fixed_chunks
 
+from .. import child_process
+
 PRESET = "configs/data/flip_flop.yaml"
 SMALL = ["batch_size=16", "val_size=20", "test_size=24", "eval_sets=[{},{p_ignore: 0.1}]", "seed=7"]
 RECALL = "configs/data/in_context_recall.yaml"
@@ -206,11 +208,12 @@ def test_the_sets_are_written_a_draw_at_a_time_in_little_memory(tmp_path):
     whole ran out of memory."""
     cap = 1536 * 2**20
     small = export_process(tmp_path / "small", 1000, address_space=cap)
-    if small.wait(timeout=600):
-        pytest.skip(f"this interpreter needs more than 1.5 GB of address space to export: {small.stderr.read()}")
+    _, small_err = child_process.communicate(small, cpu_s=600)
+    if small.returncode:
+        pytest.skip(f"this interpreter needs more than 1.5 GB of address space to export: {small_err}")
     out = tmp_path / "out"
     process = export_process(out, 1_000_000, address_space=cap)
-    _, err = process.communicate(timeout=600)
+    _, err = child_process.communicate(process, cpu_s=600)
     assert process.returncode == 0, err
     assert np.load(out / "train.inputs.npy", mmap_mode="r").shape == (1_000_000, 32)
     shutil.rmtree(out)
@@ -219,13 +222,12 @@ def test_the_sets_are_written_a_draw_at_a_time_in_little_memory(tmp_path):
 def test_an_interrupted_export_is_one_line_and_leaves_nothing(tmp_path):
     out = tmp_path / "out"
     process = export_process(out, 5_000_000)
-    deadline = time.monotonic() + 300
-    while not any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()):
-        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
-        time.sleep(0.1)
+    started = child_process.wait_until(
+        process, lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), cpu_s=600)
+    assert started, process.communicate()
     time.sleep(0.5)
     process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=120)
+    _, err = child_process.communicate(process, cpu_s=300)
     assert process.returncode == 130, err
     assert err.strip().splitlines() == ["loglinear data export: interrupted; nothing written (OUT was not made)"]
     assert list(tmp_path.iterdir()) == []
