@@ -33,15 +33,17 @@ SETTINGS = [  # MAD's baseline of each task, then its longest (or largest) setti
 ]
 
 
-def seconds_per_batch(name: str, arguments: dict, repeats: int) -> float:
+def seconds_per_batch(name: str, arguments: dict, repeats: int, batch: int = BATCH) -> float:
+    """The best over `repeats` timed runs of the mean seconds per `task.sample(batch, seed)`, a new seed per batch,
+    after one batch of warm-up."""
     task = get_task(name, **arguments)
-    task.sample(BATCH, 0)
+    task.sample(batch, 0)
     batches = max(3, 4096 // task.seq_len)
     best = float("inf")
     for r in range(repeats):
         start = time.perf_counter()
         for b in range(batches):
-            task.sample(BATCH, 1000 * (r + 1) + b)
+            task.sample(batch, 1000 * (r + 1) + b)
         best = min(best, (time.perf_counter() - start) / batches)
     return best
 
