@@ -294,3 +294,16 @@ def test_a_task_with_several_right_answers_writes_them_beside_the_targets(tmp_pa
     np.save(tmp_path / "out" / "test.0.allowed.npy", np.full((10, 24), 1 << 20, dtype=np.int64))
     with pytest.raises(ExportError, match="test.0.allowed.npy holds bitmasks with bits outside the vocabulary 0..19"):
         read_exported(tmp_path / "out")
+
+
+@pytest.mark.parametrize(("preset", "lengths"), [
+    ("configs/data/niah.yaml", {128, 256, 512, 1024}),
+    ("configs/data/stacked_mqar.yaml", {8, 16, 32}),
+    ("configs/data/regbench.yaml", {1024}),
+])
+def test_each_probe_preset_exports_its_test_sets_at_every_length(tmp_path, preset, lengths):
+    config = load_data_config(preset, ["val_size=2", "test_size=3", "batch_size=2", "train_size=null"])
+    export_data(config, tmp_path / "out", train_size=2)
+    sets = read_exported(tmp_path / "out")
+    assert [s.name for s in sets["test"]] == SyntheticDataModule(config).test_set_names
+    assert {s.inputs.shape[1] for s in sets["test"]} == lengths and all(len(s.inputs) == 3 for s in sets["test"])
