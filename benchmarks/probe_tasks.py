@@ -11,13 +11,10 @@ Usage: python3 -m benchmarks.probe_tasks [--threads N] [--repeats R] [--note TEX
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
-import torch
-
-from benchmarks.mad_tasks import seconds_per_batch
+from benchmarks.mad_tasks import generation_arguments, seconds_per_batch
 from benchmarks.results_md import markdown_table, write_section
 
 BATCH = 64
@@ -40,12 +37,7 @@ SETTINGS = [  # (task, arguments, what the setting is)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--note", default="", help="a sentence on the conditions (e.g. a shared machine)")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    args = generation_arguments(__doc__.splitlines()[0])
     load_before = os.getloadavg()[0]
     rows = []
     for name, arguments, what in SETTINGS:
@@ -60,7 +52,7 @@ def main() -> None:
         f"process's CPU time ({args.threads} thread{'s' * (args.threads != 1)}). {load} The needle "
         "task and stacked MQAR are vectorised over the batch; RegBench draws its automata as tensors, names each "
         "one's language in Python (its minimal automaton, for the held-out split) and walks every string in one "
-        f"loop over string positions. {args.note}\n\n"
+        f"loop over string positions. {args.note}".rstrip() + "\n\n"
         + markdown_table(["task", "setting", "what", "examples per CPU second", "CPU ms/batch"], rows)
     )
     print(write_section("synthetics: probe task generation", body))
