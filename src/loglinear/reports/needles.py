@@ -55,12 +55,12 @@ def niah_heatmap(sweep: Sweep, palette: Palette | None = None) -> Figure | str:
         return "no finished niah run tested at fixed needle depths (test sets with a depth)"
     cols = min(len(grids), 3)
     rows = -(-len(grids) // cols)
-    fig = Figure(figsize=(4.6 * cols, 3.8 * rows))
+    fig = Figure(figsize=(4.6 * cols, 3.8 * rows), layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False).ravel().tolist()
     for ax in axes[len(grids):]:
         ax.set_visible(False)
     image = None
-    for ax, (key, (grid, runs)) in zip(axes, sorted(grids.items(), key=lambda item: str(item[0])), strict=False):
+    for ax, (key, (grid, runs)) in zip(axes, grids.items(), strict=False):  # the table's order of the rows
         lengths, depths = sorted({p[0] for p in grid}), sorted({p[1] for p in grid})
         values = np.full((len(depths), len(lengths)), np.nan)
         for (length, depth), accuracy in grid.items():
