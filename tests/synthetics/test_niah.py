@@ -128,6 +128,7 @@ def test_spread_places_runs_without_overlap_uniformly():
     ({"seq_len": 12, "num_needle_keys": 5, "depth": 0.375},
      r"depth = 0.375 puts the answer needles where the context leaves room for 3 of the 4 other needles"),
     ({"noise_vocab": 0}, r"noise_vocab must be >= 1, got 0"),
+    ({"key_vocab": 64, "key_len": 11}, r"key_vocab\*\*key_len = 73786976294838206464 is too many to draw from"),
 ])
 def test_impossible_settings_are_refused_in_one_line(kwargs, message):
     with pytest.raises(ValueError, match=message) as error:

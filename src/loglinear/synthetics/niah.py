@@ -67,6 +67,9 @@ class NeedleInAHaystack(Task):
         self.vocab_size = key_vocab + value_vocab + noise_vocab
         self.num_classes = check_answers(value_vocab, "value_vocab", "needs value_vocab >= 2")
         self._keys, self._values = key_vocab**key_len, value_vocab**value_len
+        for name, count in (("key_vocab**key_len", self._keys), ("value_vocab**value_len", self._values)):
+            if count >= 2**62:  # keys and values are drawn as int64 indices
+                raise ValueError(f"{name} = {count} is too many to draw from: keep it below 2**62")
         distractor_keys = int(haystack == "needles")
         if self._keys < num_needle_keys + distractor_keys:
             raise ValueError(f"key_vocab**key_len = {self._keys} keys cannot give {num_needle_keys} distinct needle "
