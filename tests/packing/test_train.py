@@ -55,6 +55,13 @@ def test_a_pack_of_runs_with_several_right_answers_ends_as_each_run_alone(tmp_pa
     _pack_against_alone(tmp_path, "gated_deltanet", data=languages)
 
 
+def test_a_pack_of_runs_that_read_stacked_pairs_ends_as_each_run_alone(tmp_path):
+    """Stacked MQAR's pair tokens read through the stacked embedding, in a pack as in a run alone."""
+    stacked = ["data=data/stacked_mqar.yaml", "data.task_args.num_keys=8", "data.task_args.num_kv_pairs=4",
+               "data.eval_sets=[{}]"]
+    _pack_against_alone(tmp_path, "mamba2", data=stacked)
+
+
 def test_runs_stop_at_their_own_step_and_a_diverging_run_leaves_the_others_alone(tmp_path):
     grid = [(0, 3e-3), (1, 3e-3), (2, 1e9), (3, 1e-2)]
     # run 0 stops at its first validation (any accuracy above 0), run 2 diverges, runs 1 and 3 train on
