@@ -33,26 +33,34 @@ SETTINGS = [  # MAD's baseline of each task, then its longest (or largest) setti
 ]
 
 
-def seconds_per_batch(name: str, arguments: dict, repeats: int) -> float:
+def seconds_per_batch(name: str, arguments: dict, repeats: int, batch: int = BATCH, clock=time.perf_counter) -> float:
+    """The best over `repeats` timed runs of the mean seconds per `task.sample(batch, seed)` by `clock` (wall time;
+    `time.process_time`: the process's CPU time), a new seed per batch, after one batch of warm-up."""
     task = get_task(name, **arguments)
-    task.sample(BATCH, 0)
+    task.sample(batch, 0)
     batches = max(3, 4096 // task.seq_len)
     best = float("inf")
     for r in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         for b in range(batches):
-            task.sample(BATCH, 1000 * (r + 1) + b)
-        best = min(best, (time.perf_counter() - start) / batches)
+            task.sample(batch, 1000 * (r + 1) + b)
+        best = min(best, (clock() - start) / batches)
     return best
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def generation_arguments(description: str) -> argparse.Namespace:
+    """The options of a generation benchmark (--threads, --repeats, --note), parsed, with torch's thread count set."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--note", default="", help="a sentence on the conditions (e.g. a shared machine)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    return args
+
+
+def main() -> None:
+    args = generation_arguments(__doc__.splitlines()[0])
     rows = []
     for name, arguments in SETTINGS:
         best = seconds_per_batch(name, arguments, args.repeats)

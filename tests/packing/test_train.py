@@ -48,6 +48,20 @@ def test_a_pack_of_mad_runs_ends_as_each_run_alone(tmp_path):
     _pack_against_alone(tmp_path, "log_linear_gated_deltanet", data=recall)
 
 
+def test_a_pack_of_runs_with_several_right_answers_ends_as_each_run_alone(tmp_path):
+    """RegBench's accuracy counts any allowed next symbol as right, in a pack's train/acc as in a run's own."""
+    languages = ["data=data/regbench.yaml", "data.task_args.seq_len=32", "data.task_args.max_string_len=6",
+                 "data.eval_sets=[{}]", "data.train_size=null"]
+    _pack_against_alone(tmp_path, "gated_deltanet", data=languages)
+
+
+def test_a_pack_of_runs_that_read_stacked_pairs_ends_as_each_run_alone(tmp_path):
+    """Stacked MQAR's pair tokens read through the stacked embedding, in a pack as in a run alone."""
+    stacked = ["data=data/stacked_mqar.yaml", "data.task_args.num_keys=8", "data.task_args.num_kv_pairs=4",
+               "data.eval_sets=[{}]"]
+    _pack_against_alone(tmp_path, "mamba2", data=stacked)
+
+
 def test_runs_stop_at_their_own_step_and_a_diverging_run_leaves_the_others_alone(tmp_path):
     grid = [(0, 3e-3), (1, 3e-3), (2, 1e9), (3, 1e-2)]
     # run 0 stops at its first validation (any accuracy above 0), run 2 diverges, runs 1 and 3 train on

@@ -141,7 +141,7 @@ def test_plots_are_written_when_their_data_exists(tmp_path):
     assert {"acc_vs_d_model.png", "acc_vs_lr.png", "table.md", "results.csv"} <= names
     # the solved runs' steps come from their result.json: the Kaplan-Meier curves need no metrics.csv
     assert set(report.skipped) == {"mqar_acc_vs_kv_pairs.png", "acc_vs_seq_len.png", "mqar_frontier.png",
-                                   "mad_tasks.png"}
+                                   "mad_tasks.png", "niah_heatmap.png"}
     for name in ("acc_vs_d_model.png", "acc_vs_lr.png"):
         assert (tmp_path / name).read_bytes()[:4] == b"\x89PNG"
 

@@ -29,6 +29,9 @@ SMALL = {
     "memorization": {"seq_len": 16},
     "forgetting_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4, "num_updates": 2},
     "compositional_mqar": {"vocab_size": 64, "seq_len": 32, "num_kv_pairs": 4},
+    "niah": {"seq_len": 32, "num_needle_keys": 2},
+    "stacked_mqar": {"num_keys": 8, "num_kv_pairs": 8, "num_passes": 3},
+    "regbench": {"seq_len": 32, "max_string_len": 8},
 }
 
 
@@ -50,7 +53,7 @@ def test_same_seed_same_batch_other_seed_other_batch(name):
 def test_batch_contract(name):
     task = get_task(name, **SMALL[name])
     batch = task.sample(5, 0)
-    seq_len = SMALL[name]["seq_len"]
+    seq_len = task.seq_len
     assert batch.inputs.shape == batch.targets.shape == (5, seq_len)
     assert batch.inputs.dtype == batch.targets.dtype == torch.int64
     assert batch["inputs"] is batch.inputs and batch["slices"] is batch.slices
@@ -59,6 +62,11 @@ def test_batch_contract(name):
     assert scored.numel() > 0 and scored.min() >= 0 and scored.max() < task.vocab_size
     assert torch.equal(batch.slices["seq_len"], torch.full((5,), seq_len))
     assert all(v.shape == (5,) and v.dtype == torch.int64 for v in batch.slices.values())
+    if batch.allowed is not None:  # several right answers: the target is one of them, nothing where nothing is scored
+        assert batch.allowed.shape == batch.targets.shape and batch.allowed.dtype == torch.int64
+        scored = batch.targets != -100
+        assert ((batch.allowed[scored] >> batch.targets[scored]) & 1 == 1).all()
+        assert (batch.allowed[~scored] == 0).all() and (batch.allowed >> task.vocab_size == 0).all()
 
 
 @pytest.mark.parametrize("name", sorted(SMALL))

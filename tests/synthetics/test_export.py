@@ -42,15 +42,15 @@ def test_the_files_hold_the_runs_examples_and_read_back(tmp_path):
     sets = read_exported(tmp_path / "out")
     (task,) = SyntheticDataModule(config).train_set.tasks
     fixed = torch.cat([chunk["inputs"] for chunk in fixed_chunks(task, 7, 40)])
-    assert [name for name, _, _ in sets["train"]] == ["train"] and torch.equal(sets["train"][0][1], fixed)
+    assert [s.name for s in sets["train"]] == ["train"] and torch.equal(sets["train"][0][1], fixed)
     trained = SyntheticDataModule(load_data_config(PRESET, [*SMALL, "train_size=40"]))
     stream = iter(trained.train_dataloader())
     epoch = torch.cat([next(stream)["inputs"] for _ in range(3)])  # 40 examples in batches of 16
     assert sorted(map(tuple, epoch.tolist())) == sorted(map(tuple, fixed.tolist()))
     module = SyntheticDataModule(config)
     test = list(module.test_dataloader())
-    assert [name for name, _, _ in sets["test"]] == module.test_set_names == ["iid", "p_ignore=0.1"]
-    for index, (_, inputs, targets) in enumerate(sets["test"]):
+    assert [s.name for s in sets["test"]] == module.test_set_names == ["iid", "p_ignore=0.1"]
+    for index, (_, inputs, targets, _) in enumerate(sets["test"]):
         mine = [b for b in test if b["slices"]["eval_set"][0] == index]
         assert torch.equal(inputs, torch.cat([b["inputs"] for b in mine]))
         assert torch.equal(targets, torch.cat([b["targets"] for b in mine]))
@@ -270,3 +270,42 @@ def test_a_link_out_of_the_folder_is_refused(tmp_path):
     np.save(tmp_path / "elsewhere.npy", np.zeros((24, 64), dtype=np.int64))
     with pytest.raises(ExportError, match="names 'test.0.inputs.npy', not a file of"):
         read_exported(out)
+
+
+LANGUAGES = "configs/data/regbench.yaml"
+SHORT = ["task_args.seq_len=24", "task_args.max_string_len=5", "val_size=6", "test_size=10", "batch_size=4",
+         "train_size=null"]
+
+
+def test_a_task_with_several_right_answers_writes_them_beside_the_targets(tmp_path):
+    config = load_data_config(LANGUAGES, SHORT)
+    export_data(config, tmp_path / "out", train_size=9)
+    sets = read_exported(tmp_path / "out")
+    manifest = json.loads((tmp_path / "out" / "data.json").read_text())
+    assert manifest["files"]["test"][1] == {"name": "held_out", "inputs": "test.1.inputs.npy",
+                                            "targets": "test.1.targets.npy", "allowed": "test.1.allowed.npy",
+                                            "examples": 10}
+    (task,) = SyntheticDataModule(config).train_set.tasks
+    fixed = list(fixed_chunks(task, 0, 9))
+    assert torch.equal(sets["train"][0].allowed, torch.cat([c["allowed"] for c in fixed]))
+    test = list(SyntheticDataModule(config).test_dataloader())
+    for index, exported in enumerate(sets["test"]):
+        mine = [b for b in test if b["slices"]["eval_set"][0] == index]
+        assert torch.equal(exported.allowed, torch.cat([b["allowed"] for b in mine]))
+        assert torch.equal(exported.targets, torch.cat([b["targets"] for b in mine]))
+    np.save(tmp_path / "out" / "test.0.allowed.npy", np.full((10, 24), 1 << 20, dtype=np.int64))
+    with pytest.raises(ExportError, match="test.0.allowed.npy holds bitmasks with bits outside the vocabulary 0..19"):
+        read_exported(tmp_path / "out")
+
+
+@pytest.mark.parametrize(("preset", "lengths"), [
+    ("configs/data/niah.yaml", {128, 256, 512, 1024}),
+    ("configs/data/stacked_mqar.yaml", {8, 16, 32}),
+    ("configs/data/regbench.yaml", {1024}),
+])
+def test_each_probe_preset_exports_its_test_sets_at_every_length(tmp_path, preset, lengths):
+    config = load_data_config(preset, ["val_size=2", "test_size=3", "batch_size=2", "train_size=null"])
+    export_data(config, tmp_path / "out", train_size=2)
+    sets = read_exported(tmp_path / "out")
+    assert [s.name for s in sets["test"]] == SyntheticDataModule(config).test_set_names
+    assert {s.inputs.shape[1] for s in sets["test"]} == lengths and all(len(s.inputs) == 3 for s in sets["test"])

@@ -11,6 +11,7 @@ import torch
 from torch import Tensor, nn
 
 from loglinear.models.config import ModelConfig
+from loglinear.models.embeddings import INPUT_EMBEDDINGS
 from loglinear.models.heads import OUTPUT_HEADS
 from loglinear.models.init import init_from_seed
 from loglinear.models.layers import RMSNorm, SwiGLU
@@ -101,8 +102,9 @@ def _count(modules: list[nn.Module | None]) -> int:
 
 
 class LanguageModel(nn.Module):
-    """Token embedding, `n_layers` pre-norm blocks, the output head (`cfg.output_head`: nothing, or the decoder
-    that reads the last position alone), final RMSNorm, LM head (tied to the embedding or not).
+    """Token embedding (`cfg.input_embedding`: a row per token, or zoology's stacked pairs), `n_layers` pre-norm
+    blocks, the output head (`cfg.output_head`: nothing, or the decoder that reads the last position alone), final
+    RMSNorm, LM head (tied to the embedding or not).
 
     `model(inputs, score_mask=None)`: inputs (B, T) int64. Without score_mask returns logits
     (B, T, vocab); with a boolean score_mask (B, T) returns logits only where it is true, shape
@@ -121,7 +123,7 @@ class LanguageModel(nn.Module):
     def __init__(self, cfg: ModelConfig, seed: int) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embedding = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.embedding = INPUT_EMBEDDINGS[cfg.input_embedding](cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.head = OUTPUT_HEADS[cfg.output_head](cfg.d_model, cfg.max_len, cfg.norm_eps)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)

@@ -10,6 +10,7 @@ from loglinear.identity import ADDED, EXCLUDED
 from loglinear.kernels import IMPLS, num_levels
 from loglinear.kernels.selfcheck import MODES as SELFCHECK_MODES
 from loglinear.models.decay_init import DT_MIN
+from loglinear.models.embeddings import INPUT_EMBEDDINGS
 from loglinear.models.heads import OUTPUT_HEADS
 from loglinear.models.init import INITS
 from loglinear.models.mixer_fields import (
@@ -56,6 +57,7 @@ class SharedFields:
     mlp_ratio: float = 0.0
     tie_embeddings: bool = True
     output_head: str = field(default="lm", metadata=EXCLUDED)
+    input_embedding: str = field(default="lookup", metadata=EXCLUDED)
     negative_eigenvalues: bool = False
     init: str = field(default="default", metadata=ADDED)
     dt_init_max: float = 0.1
@@ -91,6 +93,9 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
                       position's own state; "decoder", every position decoded from the last position's
                       state by MAD's AutoEncoder decoder (the compression task; a run follows its task, so
                       it is no part of a run's identity: `data.task` is).
+    input_embedding:  how tokens become vectors (INPUT_EMBEDDINGS, models/embeddings.py): "lookup", a row per
+                      token; "stacked", a pair token the sum of its key's and its value's rows (zoology's stacked
+                      MQAR). A run follows its task, like output_head.
     negative_eigenvalues: state tracking (Grazzi et al. 2025): Gated DeltaNet beta in (0, 2);
                       Mamba-2 a signed decay alpha = 2 exp(dt A) - 1 in (-1, 1].
     init:             how every parameter starts (INITS): "default", the suite's rules with the init options
@@ -140,10 +145,11 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
         if self.selfcheck is not None and self.selfcheck not in SELFCHECK_MODES:
             raise ValueError(f"ModelConfig.selfcheck: unknown mode {self.selfcheck!r}; valid: "
                              f"{', '.join(SELFCHECK_MODES)} or null (LOGLINEAR_SELFCHECK)")
-        try:
-            OUTPUT_HEADS[self.output_head]
-        except ValueError as e:
-            raise ValueError(f"ModelConfig.output_head: {e}") from None
+        for name, registry in (("output_head", OUTPUT_HEADS), ("input_embedding", INPUT_EMBEDDINGS)):
+            try:
+                registry[getattr(self, name)]
+            except ValueError as e:
+                raise ValueError(f"ModelConfig.{name}: {e}") from None
         check_int("ModelConfig.chunk_size", self.chunk_size, minimum=1)
         if self.chunk_size & (self.chunk_size - 1):
             raise ValueError(f"ModelConfig.chunk_size must be a power of two, got {self.chunk_size}")

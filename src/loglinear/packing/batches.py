@@ -29,7 +29,8 @@ from loglinear.targets import IGNORE_INDEX
 class PackedBatch:
     """inputs (runs, B, T); at (runs, P) scored positions in each run's flattened (B * T) batch, their targets,
     weights (1 scored, 0 padding) and examples (the row of the batch each belongs to); `scored` each run's count of
-    scored positions (on the host: the first entries of its row)."""
+    scored positions (on the host: the first entries of its row); `allowed` (runs, P) the allowed answers' bitmasks
+    there, for a task whose batches name them (`Batch.allowed`; None otherwise)."""
 
     inputs: Tensor
     at: Tensor
@@ -37,6 +38,7 @@ class PackedBatch:
     weights: Tensor
     examples: Tensor
     scored: list[int]
+    allowed: Tensor | None = None
 
     @classmethod
     def of(cls, batches: Sequence[dict[str, Any]]) -> PackedBatch:
@@ -44,10 +46,13 @@ class PackedBatch:
         B, T = (max(b["inputs"].shape[dim] for b in batches) for dim in (0, 1))
         inputs = torch.zeros(runs, B, T, dtype=torch.int64)
         targets = torch.full((runs, B, T), IGNORE_INDEX, dtype=torch.int64)
+        allowed = torch.zeros(runs, B, T, dtype=torch.int64) if "allowed" in batches[0] else None
         for r, b in enumerate(batches):
             rows, length = b["inputs"].shape
             inputs[r, :rows, :length] = b["inputs"]
             targets[r, :rows, :length] = b["targets"]
+            if allowed is not None:
+                allowed[r, :rows, :length] = b["allowed"]
         flat = targets.flatten(1)
         scored = [(row != IGNORE_INDEX).nonzero()[:, 0] for row in flat]
         P = max(len(s) for s in scored)
@@ -56,12 +61,12 @@ class PackedBatch:
         for r, s in enumerate(scored):
             at[r, : len(s)] = s
             weights[r, : len(s)] = 1.0
-        return cls(inputs, at, flat.gather(1, at).clamp_min(0), weights, at // T, [len(s) for s in scored])
+        return cls(inputs, at, flat.gather(1, at).clamp_min(0), weights, at // T, [len(s) for s in scored],
+                   None if allowed is None else allowed.flatten(1).gather(1, at))
 
     def pin_memory(self) -> PackedBatch:
         """In pinned host memory (what a DataLoader with pin_memory asks of a batch)."""
-        return PackedBatch(*(x.pin_memory() for x in (self.inputs, self.at, self.targets, self.weights,
-                                                      self.examples)), self.scored)
+        return self._each(lambda x: x.pin_memory())
 
     def to(self, device: torch.device) -> PackedBatch:
         """On `device`, copied without waiting (through pinned memory) from the host."""
@@ -70,7 +75,11 @@ class PackedBatch:
                 return x
             return (x.pin_memory() if device.type == "cuda" else x).to(device, non_blocking=True)
 
-        return PackedBatch(*map(moved, (self.inputs, self.at, self.targets, self.weights, self.examples)), self.scored)
+        return self._each(moved)
+
+    def _each(self, change) -> PackedBatch:
+        return PackedBatch(*map(change, (self.inputs, self.at, self.targets, self.weights, self.examples)), self.scored,
+                           None if self.allowed is None else change(self.allowed))
 
 
 class PackStream(IterableDataset):
@@ -105,9 +114,12 @@ def logged_losses(logits: Tensor, batch: PackedBatch) -> Tensor:
 
 def run_accuracies(logits: Tensor, batch: PackedBatch, batch_size: int) -> Tensor:
     """Each run's mean, over its examples with a scored position, of the example's accuracy over them (runs,)
-    float64; NaN for a run whose batch scores no position (alone, its train/acc is not logged there)."""
+    float64 (a prediction is right when it is the target, or any allowed token for a batch with `allowed`); NaN for a
+    run whose batch scores no position (alone, its train/acc is not logged there)."""
     scored = batch.weights.to(torch.float64)
-    right = (logits.argmax(-1) == batch.targets).to(torch.float64) * scored
+    predicted = logits.argmax(-1)
+    hits = predicted == batch.targets if batch.allowed is None else (batch.allowed >> predicted) & 1 == 1
+    right = hits.to(torch.float64) * scored
     zeros = torch.zeros(batch.at.shape[0], batch_size, dtype=torch.float64, device=logits.device)
     correct = zeros.scatter_add(1, batch.examples, right)
     counts = zeros.scatter_add(1, batch.examples, scored)

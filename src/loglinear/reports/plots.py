@@ -36,6 +36,7 @@ from loglinear.reports.figures import (
     spread_for,
 )
 from loglinear.reports.frontier import frontier_series
+from loglinear.reports.needles import niah_heatmap
 from loglinear.reports.state_tracking import (
     SEQ_LEN_PREFIX,
     num_classes,
@@ -434,4 +435,5 @@ PLOTS: dict[str, Callable[[Sweep, Palette], Drawing]] = {
     "kaplan_meier.png": kaplan_meier_plot,
     "mqar_frontier.png": mqar_frontier,
     "mad_tasks.png": mad_tasks,
+    "niah_heatmap.png": niah_heatmap,
 }

@@ -217,7 +217,8 @@ class RunConfig:
     """One run: `data` (task, arguments, seed), `model`, `train`, `logger`, and `out_dir`, its directory.
 
     `model.vocab_size` and `model.max_len` follow the data (the task's vocabulary, the longest
-    sequence of any set) unless given; `model.output_head` is the task's (`Task.output_head`);
+    sequence of any set) unless given; `model.output_head` and `model.input_embedding` are the task's
+    (`Task.output_head`, `Task.input_embedding`);
     `model.lambda_share_from_level: trained` becomes the deepest level the longest training sequence reaches.
     Where a run lives and how it is logged are no part of its identity: it may move, or be resumed by a wandb agent.
     """
@@ -348,7 +349,7 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data.{str(e).splitlines()[0]}") from None
         try:
-            vocab, longest, train_longest, head = _data_sizes(json.dumps(values["data"], sort_keys=True))
+            vocab, longest, train_longest, head, embedding = _data_sizes(json.dumps(values["data"], sort_keys=True))
         except (ValueError, TypeError) as e:
             raise ConfigError(f"data ({data.task}): {str(e).splitlines()[0]}") from None
         model = values["model"]
@@ -359,10 +360,12 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
             elif isinstance(model[key], int) and model[key] < needed:
                 raise ConfigError(f"model.{key}={model[key]} is smaller than {what}: leave it out to follow the "
                                   f"data, or give at least {needed}")
-        if "output_head" in given_model and model["output_head"] != head:
-            raise ConfigError(f"model.output_head={model['output_head']}: task {data.task} is scored through the "
-                              f"{head!r} head; leave model.output_head out to follow the task")
-        model["output_head"] = head
+        for key, needed, what in (("output_head", head, "is scored through the"),
+                                  ("input_embedding", embedding, "reads its tokens through the")):
+            if key in given_model and model[key] != needed:
+                raise ConfigError(f"model.{key}={model[key]}: task {data.task} {what} {needed!r} {key.split('_')[1]}; "
+                                  f"leave model.{key} out to follow the task")
+            model[key] = needed
         if model.get("lambda_share_from_level") == SHARE_FROM_TRAINED:
             model["lambda_share_from_level"] = share_from_for_training_length(train_longest)
         cfg = _instance(RunConfig, values)
@@ -381,15 +384,17 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
 
 
 @functools.lru_cache(maxsize=1024)
-def _data_sizes(data_json: str) -> tuple[int, int, int, str]:
+def _data_sizes(data_json: str) -> tuple[int, int, int, str, str]:
     """The vocabulary every set of the data shares, its longest sequence, its longest training sequence and the
-    output head its task needs (a ValueError naming a set whose tasks cannot be built or whose vocabulary
-    differs); cached by the data's JSON: a sweep's runs share a few."""
+    output head and input embedding its task needs (a ValueError naming a set whose tasks cannot be built or whose
+    vocabulary differs); cached by the data's JSON: a sweep's runs share a few."""
     data = _instance(DataConfig, json.loads(data_json))
     train = training_set(data)
     sets = [train, *validation_sets(data), *evaluation_sets(data)]
     longest = max(task.seq_len for s in sets for task in s.tasks)
-    return check_same_vocabulary(sets), longest, max(task.seq_len for task in train.tasks), train.tasks[0].output_head
+    task = train.tasks[0]
+    return (check_same_vocabulary(sets), longest, max(t.seq_len for t in train.tasks), task.output_head,
+            task.input_embedding)
 
 
 def _instance(cls: type, values: Mapping[str, Any]) -> Any:

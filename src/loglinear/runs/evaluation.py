@@ -4,7 +4,9 @@ Shared by the Lightning module (runs/lit.py) and packed training (loglinear.pack
 metrics are computed by the same lines however it trained. Metric names carry the split prefix:
 `{val,test}/loss`, `{val,test}/acc` (zoology's: the mean over examples of each example's accuracy over its
 scored positions), `{val,test}/acc_token` (over all scored tokens), `{val,test}/acc_seq` (the fraction of
-examples with every scored position right), and per slice and evaluation set (`/num_kv_pairs=64`,
+examples with every scored position right), `{val,test}/tvd` for a task whose batches name the allowed answers
+(`Batch.allowed`: the mean over scored positions of the total variation distance between the model's next-token
+distribution and the uniform one over the allowed tokens), and per slice and evaluation set (`/num_kv_pairs=64`,
 `/set=<name>`, ...); with `model.negative_eigenvalues`, `val/negative_transitions/layer=<i>/head=<h>`: the
 fraction of the validation tokens on which that head's transition has a negative eigenvalue
 (models/transition_counts.py).
@@ -21,7 +23,7 @@ from torch import Tensor
 
 from loglinear.models.backbone import LanguageModel
 from loglinear.models.linear_mixer import LinearAttentionMixer
-from loglinear.targets import IGNORE_INDEX
+from loglinear.targets import IGNORE_INDEX, allowed_tokens
 
 
 def logged(value: Any) -> float:
@@ -31,7 +33,8 @@ def logged(value: Any) -> float:
 
 def score(model: LanguageModel, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
     """The loss over a batch's scored positions (0, with a zero gradient, for a batch without one: the mean over no
-    position is not a number) and per-example (correct, scored) counts (none without `counts`)."""
+    position is not a number) and per-example (correct, scored) counts (none without `counts`). A batch with `allowed`
+    bitmasks counts a prediction right when it is any allowed token, and adds each example's summed `tvd`."""
     inputs, targets = batch["inputs"], batch["targets"]
     mask = targets != IGNORE_INDEX  # (B, T)
     logits = model(inputs, mask)  # (n_scored, vocab)
@@ -40,12 +43,20 @@ def score(model: LanguageModel, batch: dict[str, Any], counts: bool = True) -> t
     if not counts:
         return loss, {}
     example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to
-    right = (logits.argmax(-1) == scored).to(torch.float64)
+    predicted = logits.argmax(-1)
     B = inputs.shape[0]
-    return loss, {
-        "correct": torch.zeros(B, dtype=torch.float64, device=inputs.device).index_add_(0, example, right),
-        "scored": torch.bincount(example, minlength=B).to(torch.float64),
-    }
+
+    def per_example(values: Tensor) -> Tensor:
+        return torch.zeros(B, dtype=torch.float64, device=inputs.device).index_add_(0, example, values)
+
+    if "allowed" not in batch:
+        return loss, {"correct": per_example((predicted == scored).to(torch.float64)),
+                      "scored": torch.bincount(example, minlength=B).to(torch.float64)}
+    allowed = allowed_tokens(batch["allowed"][mask], logits.shape[-1])  # (n_scored, vocab)
+    truth = allowed.to(torch.float64) / allowed.sum(-1, keepdim=True).clamp_min(1)
+    return loss, {"correct": per_example(allowed.gather(1, predicted[:, None])[:, 0].to(torch.float64)),
+                  "scored": torch.bincount(example, minlength=B).to(torch.float64),
+                  "tvd": per_example(0.5 * (logits.double().softmax(-1) - truth).abs().sum(-1))}
 
 
 def example_accuracy(counts: dict[str, Tensor]) -> Tensor:
@@ -66,6 +77,7 @@ class MetricSums:
     correct: float = 0.0  # scored positions right
     scored: float = 0.0  # scored positions
     loss: float = 0.0  # cross-entropy summed over scored positions
+    tvd: float | None = None  # total variation distance summed over scored positions (tasks with `allowed` only)
 
 
 class Evaluation:
@@ -97,6 +109,8 @@ class Evaluation:
             sums.exact += float(exact[m].sum())
             sums.correct += float(counts["correct"][m].sum())
             sums.scored += float(counts["scored"][m].sum())
+            if "tvd" in counts:
+                sums.tvd = (sums.tvd or 0.0) + float(counts["tvd"][m].sum())
         self.sums[""].loss += float(loss) * float(counts["scored"].sum())
 
     def metrics(self, stage: str) -> tuple[dict[str, float], dict[str, float]]:
@@ -107,6 +121,8 @@ class Evaluation:
                 continue
             metrics[f"{stage}/acc{suffix}"] = sums.example_acc / sums.examples
             metrics[f"{stage}/acc_seq{suffix}"] = sums.exact / sums.examples
+            if sums.tvd is not None:
+                metrics[f"{stage}/tvd{suffix}"] = sums.tvd / sums.scored
             if suffix == "":
                 metrics[f"{stage}/acc_token"] = sums.correct / sums.scored
                 metrics[f"{stage}/loss"] = sums.loss / sums.scored

@@ -6,7 +6,8 @@ from (arguments, batch_size, seed) without touching global RNG state. Tasks: `mq
 multi-query associative recall) and its `forgetting_mqar` and `compositional_mqar`, `parity`, `cycle_nav`, `mod_arith`,
 `mod_arith_brackets`, the group word problems `s3`, `s5`, `a5`, `s5_transpositions`, `flip_flop`, and
 MAD's `in_context_recall`, `fuzzy_in_context_recall`, `noisy_in_context_recall`, `selective_copying` and
-`memorization`. `DataConfig` and
+`memorization`; the needle in a haystack `niah` (RULER's needle tasks), `regbench` (in-context language learning from
+random automata) and zoology's `stacked_mqar`. `DataConfig` and
 `SyntheticDataModule` turn a preset (configs/data/*.yaml) into training, validation and test loaders.
 The DataModule is imported lazily, so the tasks alone never import Lightning.
 """

@@ -1,7 +1,8 @@
 """A data preset's training, validation and test sets as NumPy `.npy` files with a JSON manifest, and back.
 
 Another framework reads them without this package: `np.load("test.0.inputs.npy")` is an `(n, T)` int64 array
-of token ids and `test.0.targets.npy` the same shape, -100 where a position is not scored; `data.json` names
+of token ids and `test.0.targets.npy` the same shape, -100 where a position is not scored (and, for a task with
+several right answers at a position, `test.0.allowed.npy` their bitmasks, `Batch.allowed`); `data.json` names
 each file's set, the task and its arguments, the seed and how every example's seed is derived from it.
 
 The export checks its preset as a run does (one vocabulary for every set, the fixed training set's single task)
@@ -22,7 +23,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import torch
@@ -39,9 +40,12 @@ from loglinear.synthetics.config import (
 )
 from loglinear.synthetics.seeding import FIXED, TEST, VALIDATION
 from loglinear.synthetics.streams import FIXED_CHUNK, FixedBatches, fixed_chunks
+from loglinear.synthetics.task import Task
 
 MANIFEST = "data.json"
 PARTS = ("inputs", "targets")
+ALLOWED = "allowed"
+"""The optional third part of a set: the bitmasks of the right answers, for a task whose batches have them."""
 DTYPE = np.dtype("<i8")
 """The arrays' type: int64, little-endian, as `np.save` writes a torch int64 tensor on every machine here."""
 
@@ -52,13 +56,24 @@ class ExportError(ValueError):
 
 @dataclass(frozen=True)
 class Array:
-    """One set's file pair to write: its split, set name and stem, its shape, and its rows, a draw at a time."""
+    """One set's files to write: its split, set name and stem, its shape, its parts (`PARTS`, and `ALLOWED` for a
+    task that has it) and its rows, a draw at a time."""
 
     split: str
     name: str
     stem: str
     shape: tuple[int, int]
     draws: Iterable[dict[str, torch.Tensor]]
+    parts: tuple[str, ...] = PARTS
+
+
+class ExportedSet(NamedTuple):
+    """One set read back: its name, inputs and targets, and the allowed answers' bitmasks (None: the task has none)."""
+
+    name: str
+    inputs: torch.Tensor
+    targets: torch.Tensor
+    allowed: torch.Tensor | None = None
 
 
 def export_data(config: DataConfig, folder: str | Path, train_size: int) -> Path:
@@ -84,7 +99,7 @@ def export_data(config: DataConfig, folder: str | Path, train_size: int) -> Path
         for array in arrays:
             _write_pair(partial, array)
             files.setdefault(array.split, []).append({
-                "name": array.name, "inputs": f"{array.stem}.inputs.npy", "targets": f"{array.stem}.targets.npy",
+                "name": array.name, **{part: f"{array.stem}.{part}.npy" for part in array.parts},
                 "examples": array.shape[0]})
         train = training_set(config).tasks[0]
         manifest = {
@@ -162,12 +177,18 @@ def _arrays(config: DataConfig, train_size: int) -> tuple[DataConfig, list[Array
     except ValueError as e:
         raise ExportError(str(e).splitlines()[0]) from None
     (task,) = train.tasks
-    arrays = [Array("train", "train", "train", (train_size, task.seq_len), fixed_chunks(task, config.seed, train_size))]
+    arrays = [Array("train", "train", "train", (train_size, task.seq_len), fixed_chunks(task, config.seed, train_size),
+                    _parts(task))]
     for split, sets, size in (("validation", validation, config.val_size), ("test", test, config.test_size)):
         for index, task_set in enumerate(sets):
             arrays.append(Array(split, task_set.name, f"{split}.{index}", (size, task_set.tasks[0].seq_len),
-                                _set_batches(sets, index, size, config, split)))
+                                _set_batches(sets, index, size, config, split), _parts(task_set.tasks[0])))
     return config, arrays
+
+
+def _parts(task: Task) -> tuple[str, ...]:
+    """The files of a set of `task`: inputs and targets, and the allowed answers where its batches name them."""
+    return (*PARTS, ALLOWED) if task.sample(1, 0).allowed is not None else PARTS
 
 
 def _set_batches(sets: list[TaskSet], index: int, size: int, config: DataConfig, split: str) -> Iterator[dict]:
@@ -178,7 +199,7 @@ def _set_batches(sets: list[TaskSet], index: int, size: int, config: DataConfig,
 
 def _check_room(parent: Path, arrays: list[Array]) -> None:
     """An OSError (a full disk) before anything is written when the files would not fit on OUT's disk."""
-    needed = sum(2 * (rows * length * DTYPE.itemsize + 128) for rows, length in (a.shape for a in arrays))
+    needed = sum(len(a.parts) * (a.shape[0] * a.shape[1] * DTYPE.itemsize + 128) for a in arrays)
     try:
         free = shutil.disk_usage(parent).free
     except OSError:
@@ -199,22 +220,22 @@ def _make_parents(parent: Path) -> list[Path]:
 
 
 def _write_pair(folder: Path, array: Array) -> None:
-    """Write `array`'s inputs and targets files, a draw at a time."""
+    """Write `array`'s files (inputs, targets and, for a task that has them, the allowed answers), a draw at a time."""
     handles: dict[str, BinaryIO] = {}
     try:
-        for part in PARTS:
+        for part in array.parts:
             path = folder / f"{array.stem}.{part}.npy"
             handles[part] = _open(path)
             _guard(path, lambda f=handles[part]: np.lib.format.write_array_header_1_0(
                 f, {"descr": DTYPE.str, "fortran_order": False, "shape": array.shape}))
         rows = 0
         for draw in array.draws:
-            for part in PARTS:
+            for part in array.parts:
                 values = np.ascontiguousarray(draw[part].numpy(), dtype=DTYPE)
                 _guard(folder / f"{array.stem}.{part}.npy", lambda f=handles[part], v=values: f.write(v.tobytes()))
             rows += len(draw["inputs"])
         assert rows == array.shape[0], (array.stem, rows, array.shape)
-        for part in PARTS:
+        for part in array.parts:
             _guard(folder / f"{array.stem}.{part}.npy", handles[part].close)
     finally:
         for handle in handles.values():
@@ -262,24 +283,27 @@ def _size(count: float) -> str:
     return f"{count:.1f} TB"
 
 
-def read_exported(folder: str | Path) -> dict[str, list[tuple[str, torch.Tensor, torch.Tensor]]]:
-    """The sets of an exported folder: split -> [(set name, inputs, targets)], as int64 tensors. An ExportError
-    names the file when the folder is not as `export_data` writes it: a manifest that does not read, a file named
-    outside the folder, an array that is not (examples, T) int64, inputs and targets of different shapes, a count
-    other than the manifest's, a token outside the vocabulary or a target neither one nor the ignore index."""
+def read_exported(folder: str | Path) -> dict[str, list[ExportedSet]]:
+    """The sets of an exported folder: split -> [ExportedSet(name, inputs, targets, allowed)], as int64 tensors. An
+    ExportError names the file when the folder is not as `export_data` writes it: a manifest that does not read, a
+    file named outside the folder, an array that is not (examples, T) int64, parts of different shapes, a count other
+    than the manifest's, a token outside the vocabulary, a target neither one nor the ignore index, or an allowed
+    bitmask with a bit past the vocabulary."""
     folder = Path(folder)
     manifest = _read_manifest(folder / MANIFEST)
     vocab = manifest["vocab_size"]
-    sets: dict[str, list[tuple[str, torch.Tensor, torch.Tensor]]] = {}
+    sets: dict[str, list[ExportedSet]] = {}
     for split, entries in manifest["files"].items():
         for index, entry in enumerate(entries):
             where = f"{folder / MANIFEST}: files.{split}[{index}]"
             if not isinstance(entry, dict) or not all(k in entry for k in ("name", *PARTS, "examples")):
                 raise ExportError(f"{where} is not a set entry (name, inputs, targets, examples)")
-            inputs, targets = (_read_array(folder, where, entry[part]) for part in PARTS)
-            if inputs.shape != targets.shape:
-                raise ExportError(f"{where}: {entry['inputs']} is {inputs.shape[0]} x {inputs.shape[1]} but "
-                                  f"{entry['targets']} is {targets.shape[0]} x {targets.shape[1]}")
+            parts = [part for part in (*PARTS, ALLOWED) if part in entry]
+            inputs, targets, *allowed = (_read_array(folder, where, entry[part]) for part in parts)
+            for part, array in zip(parts[1:], [targets, *allowed], strict=True):
+                if array.shape != inputs.shape:
+                    raise ExportError(f"{where}: {entry['inputs']} is {inputs.shape[0]} x {inputs.shape[1]} but "
+                                      f"{entry[part]} is {array.shape[0]} x {array.shape[1]}")
             if inputs.shape[0] != entry["examples"]:
                 raise ExportError(f"{where}: {entry['inputs']} holds {inputs.shape[0]} examples, the manifest says "
                                   f"{entry['examples']}")
@@ -289,8 +313,12 @@ def read_exported(folder: str | Path) -> dict[str, list[tuple[str, torch.Tensor,
             if scored.size and not (0 <= scored.min() and scored.max() < vocab):
                 raise ExportError(f"{where}: {entry['targets']} holds targets that are neither {IGNORE_INDEX} nor "
                                   f"a token of the vocabulary 0..{vocab - 1}")
-            sets.setdefault(split, []).append((str(entry["name"]), torch.from_numpy(inputs),
-                                               torch.from_numpy(targets)))
+            if allowed and allowed[0].size and (allowed[0].min() < 0 or vocab < 63 and (allowed[0] >> vocab).max()):
+                raise ExportError(f"{where}: {entry[ALLOWED]} holds bitmasks with bits outside the vocabulary "
+                                  f"0..{vocab - 1}")
+            sets.setdefault(split, []).append(ExportedSet(
+                str(entry["name"]), *(torch.from_numpy(a) for a in (inputs, targets)),
+                torch.from_numpy(allowed[0]) if allowed else None))
     return sets
 
 

@@ -16,9 +16,12 @@ from loglinear.synthetics.in_context_recall import InContextRecall
 from loglinear.synthetics.memorization import Memorization
 from loglinear.synthetics.mod_arith import ModularArithmetic, ModularArithmeticBrackets
 from loglinear.synthetics.mqar import MQAR
+from loglinear.synthetics.niah import NeedleInAHaystack
 from loglinear.synthetics.noisy_in_context_recall import NoisyInContextRecall
 from loglinear.synthetics.parity import Parity
+from loglinear.synthetics.regbench import RegBench
 from loglinear.synthetics.selective_copying import SelectiveCopying
+from loglinear.synthetics.stacked_mqar import StackedMQAR
 from loglinear.synthetics.task import Task
 from loglinear.synthetics.word_problems import (
     A5WordProblem,
@@ -48,6 +51,9 @@ TASKS: Registry[type[Task]] = Registry(
         Memorization,
         ForgettingMQAR,
         CompositionalMQAR,
+        NeedleInAHaystack,
+        StackedMQAR,
+        RegBench,
     )),
     base=Task,
 )

@@ -41,9 +41,7 @@ def fixed_chunks(task: Task, seed: int, size: int, *component: int) -> Iterator[
     `data.batch_size` plays no part."""
     for chunk, start in enumerate(range(0, size, FIXED_CHUNK)):
         batch = task.sample(FIXED_CHUNK, derive_seed(seed, FIXED, *component, chunk)).to_dict()
-        rows = min(FIXED_CHUNK, size - start)
-        yield {"inputs": batch["inputs"][:rows], "targets": batch["targets"][:rows],
-               "slices": {k: v[:rows] for k, v in batch["slices"].items()}}
+        yield _rows(batch, slice(0, min(FIXED_CHUNK, size - start)))
 
 
 def component_sizes(weights: Sequence[float], size: int) -> list[int]:
@@ -60,13 +58,14 @@ def component_sizes(weights: Sequence[float], size: int) -> list[int]:
 
 
 def _concatenated(chunks: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"inputs": torch.cat([c["inputs"] for c in chunks]), "targets": torch.cat([c["targets"] for c in chunks]),
-            "slices": {k: torch.cat([c["slices"][k] for c in chunks]) for k in chunks[0]["slices"]}}
+    """The chunks' examples in one batch dict (`inputs`, `targets`, `slices` and, where the task has it, `allowed`)."""
+    return {k: ({name: torch.cat([c[k][name] for c in chunks]) for name in v} if k == "slices"
+                else torch.cat([c[k] for c in chunks])) for k, v in chunks[0].items()}
 
 
-def _rows(examples: dict[str, Any], rows: Tensor) -> dict[str, Any]:
-    return {"inputs": examples["inputs"][rows], "targets": examples["targets"][rows],
-            "slices": {k: v[rows] for k, v in examples["slices"].items()}}
+def _rows(examples: dict[str, Any], rows: Tensor | slice) -> dict[str, Any]:
+    """Those rows of a batch dict, every part of it."""
+    return {k: ({name: x[rows] for name, x in v.items()} if k == "slices" else v[rows]) for k, v in examples.items()}
 
 
 def choose_task(task_set: TaskSet, *key: int) -> Task:

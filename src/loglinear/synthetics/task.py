@@ -26,11 +26,14 @@ class Task(ABC):
     `unscored` is the probability that an example has no scored position (only noise can leave one without).
     `output_head` names the model's output head the task needs (`OUTPUT_HEADS`, models/heads.py): "lm",
     each position's logits from its own state (every task but one), or "decoder", every position's
-    logits from the last position's state (compression); a run's model follows it.
+    logits from the last position's state (compression); a run's model follows it. `input_embedding`
+    names how the model reads the tokens (`INPUT_EMBEDDINGS`, models/embeddings.py): "lookup", a row per
+    token (every task but one), or "stacked", a pair token as its key's row plus its value's (stacked MQAR).
     """
 
     name: ClassVar[str]
     output_head: ClassVar[str] = "lm"
+    input_embedding: ClassVar[str] = "lookup"
     seq_len: int
     vocab_size: int
     num_classes: int
