@@ -48,7 +48,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.kernels.cpp_compiler import cpp_compiler
-from loglinear.runs.checkpoints import Resume, resume_point
+from loglinear.runs.checkpoints import IDENTITY, MadeWith, Resume, made_with, progress, resume_point
 from loglinear.runs.config import (
     ConfigError,
     RunConfig,
@@ -162,15 +162,37 @@ def finished_result(cfg: RunConfig, out: Path) -> dict[str, Any] | None:
     except ValueError as e:
         previous = None
         print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
+    now = identity(to_container(cfg))
     if previous is not None and previous.get("status") in FINISHED:
         finished_with = previous.get("config")
-        now = identity(to_container(cfg))
         found = isinstance(finished_with, dict) and identity_difference(identity(finished_with), now)
         if found:
             raise ConfigError(f"{out} holds a run finished with another configuration ({found}; the "
                               f"config of its result.json): an edited config.yaml does not redo it; use a new out_dir")
         return previous
+    check_progress(out, now)
     return None
+
+
+def check_progress(out: Path, now: dict[str, Any]) -> None:
+    """A ConfigError when the checkpoint the run in `out` would resume from was made under another configuration
+    than `now` (an identity), in what that checkpoint records of it (`checkpoints.made_with`)."""
+    resume = progress(out)
+    if resume is None:
+        return
+    recorded = made_with(resume.checkpoint)
+    found = identity_difference(recorded, now if IDENTITY in resume.checkpoint else _part(recorded, now))
+    if found:
+        raise ConfigError(f"{out} holds progress made with another configuration ({resume.path.name} at step "
+                          f"{resume.step}: {found}), which a resume would mix with this one: restore the configuration "
+                          f"it was made with, or start the run anew in a new out_dir (or with its folder moved aside)")
+
+
+def _part(keys: Any, values: Any) -> Any:
+    """`values` (nested dicts) at the keys of `keys` only."""
+    if isinstance(keys, dict) and isinstance(values, dict):
+        return {k: _part(v, values.get(k)) for k, v in keys.items()}
+    return values
 
 
 def record_failure(cfg: RunConfig, out: Path, error: Exception, started: float) -> None:
@@ -258,6 +280,7 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     callbacks: list[Any] = [
         tracker,  # stops the run once it is solved (runs/stopping.py)
         stop,
+        MadeWith(identity(to_container(cfg))),
         ModelCheckpoint(dirpath=out, filename="last", enable_version_counter=False),  # rewritten at each validation
         *extra_callbacks,
     ]
