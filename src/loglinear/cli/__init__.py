@@ -80,7 +80,8 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
                                 # re-report from results.csv: a study whose run folders are gone
 
 Exit status: 0 all runs finished, 1 some run failed or did not finish, or a fault of the machine (a full disk,
-a folder that cannot be written), 2 bad spec or usage, 130 interrupted.
+a folder that cannot be written), 2 bad spec or usage, 75 stopped by --time-limit with runs to go (run the same
+command again), 78 stopped by it a second time in a row without any run reaching a checkpoint, 130 interrupted.
 """
 
 
@@ -142,7 +143,8 @@ def sweep_parser() -> argparse.ArgumentParser:
                           "(docs/runs.md#packed-runs)")
     run.add_argument("--time-limit", type=int_option(1), metavar="S",
                      help="local launcher: after S seconds start nothing more, stop the running runs after they save "
-                          "their checkpoints and exit with status 75 (not finished: run the same command again)")
+                          "their checkpoints and exit with status 75 (not finished: run the same command again); 78 "
+                          "the second time in a row that no run reached a checkpoint (the limit is too short)")
     run.set_defaults(command=_run)
 
     status = commands.add_parser("status", help="each run's status from its folder and Slurm's queue (submits nothing)")

@@ -27,9 +27,13 @@ from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, check_owner, write
 from loglinear.sweeps.progress import ELSEWHERE, progress_line
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
 from loglinear.sweeps.spec import Run, SweepSpec, expand, load_spec
+from loglinear.sweeps.stalls import ALLOWED, count_stall, marks
 
 NOT_FINISHED = 75
 """The exit status of a `sweep run` stopped by its --time-limit with runs to go (EX_TEMPFAIL: run it again)."""
+NO_PROGRESS = 78
+"""The exit status of a `sweep run` stopped by its --time-limit without progress a second time in a row: no run
+reaches a checkpoint within the limit (EX_CONFIG: running it again would not help)."""
 
 
 def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False) -> int:
@@ -54,14 +58,22 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     with exclusive_sweep(out):
         protect_before_run(out, spec, runs)  # a spec that drops reported runs is refused before the manifest changes
         write_manifest(out, spec, runs)
+        before = marks(out)
         outcome = launch(spec.name, runs, out)
         if spec.protocol is not None and not outcome.interrupted:
             runs, outcome = _confirm(launch, spec, runs, out, outcome)
+        if outcome.timed_out or not outcome.interrupted:
+            stalls = count_stall(out, before, outcome.timed_out)
     unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
     if outcome.timed_out:
-        print(f"{progress_line(spec.name, list(outcome.statuses.values()))}\nloglinear sweep: time limit reached, not "
-              f"finished: {len(unfinished)} of {len(runs)} runs of this stage to go (the running ones saved their "
-              f"checkpoints); run the same command again to go on", file=sys.stderr)
+        print(progress_line(spec.name, list(outcome.statuses.values())), file=sys.stderr)
+        if stalls > ALLOWED:
+            print(f"loglinear sweep: time limit reached {stalls} times in a row without progress: no run reached a "
+                  f"checkpoint within it (its start, data and first training step take longer); give a longer "
+                  f"--time-limit (or fewer runs per --pack)", file=sys.stderr)
+            return NO_PROGRESS
+        print(f"loglinear sweep: time limit reached, not finished: {len(unfinished)} of {len(runs)} runs of this stage "
+              f"to go (the running ones saved their checkpoints); run the same command again to go on", file=sys.stderr)
         return NOT_FINISHED
     if outcome.interrupted:
         if launch.launcher == "local":
