@@ -71,6 +71,7 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
   loglinear sweep run SPEC --dry-run                           # list the runs
   loglinear sweep run SPEC --runs-per-gpu 4                    # 4 runs share each GPU at a time
   loglinear sweep run SPEC --pack 32                           # up to 32 runs trained as one model per process
+  loglinear sweep run SPEC --set-aside                         # an edited spec: move the runs it drops aside
   loglinear sweep run SPEC --launcher submitit --executor slurm_partition=gpu   # Slurm job array
   loglinear sweep status sweeps_out/demo_cpu                   # done / running / pending (Slurm's reason) / failed
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
@@ -145,6 +146,10 @@ def sweep_parser() -> argparse.ArgumentParser:
                      help="local launcher: after S seconds start nothing more, stop the running runs after they save "
                           "their checkpoints and exit with status 75 (not finished: run the same command again); 78 "
                           "the second time in a row that no run reached a checkpoint (the limit is too short)")
+    run.add_argument("--set-aside", action="store_true",
+                     help="the spec was edited on purpose: move the finished or started runs it no longer plans, and "
+                          "the report that holds them, into OUT/aside/<date>-<time>/ (nothing is deleted), then run; "
+                          "without it such a spec is refused before anything is written")
     run.set_defaults(command=_run)
 
     status = commands.add_parser("status", help="each run's status from its folder and Slurm's queue (submits nothing)")
@@ -179,7 +184,7 @@ def _run(args: argparse.Namespace) -> int:
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet, args.pack,
                     deadline)
-    return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run)
+    return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run, set_aside=args.set_aside)
 
 
 def _status(args: argparse.Namespace) -> int:
