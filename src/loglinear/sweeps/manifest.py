@@ -3,7 +3,8 @@
 The manifest is written before any run starts, by every launcher, so the report knows which runs
 are missing; under a two-stage protocol it is written again with the confirmation runs once the selection
 is decided (each run has its `stage`); each run folder is what `loglinear train` writes (config.yaml,
-result.json, ...) plus `train.log`, the output of its process.
+result.json, ...) plus `train.log`, the output of its process. `aside/<date>-<time>/` holds the runs that
+`sweep run --set-aside` moved out of the way of an edited spec (protocol/held.py), as they lay.
 
 What a sweep folder records names paths relative to the sweep folder, so that it reads the same wherever it is moved
 or cloned: the manifest's `spec` (`../../configs/sweeps/NAME.yaml` for a folder two levels below the repository) and
