@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+from loglinear.cli.kept_runs import Kept, keep_held
 from loglinear.protocol.confirmation import confirmation_runs
-from loglinear.protocol.held import Held, dropped, extension_runs, held_runs, planned, refusal
+from loglinear.protocol.held import extension_runs
 from loglinear.protocol.power import check_design
 from loglinear.protocol.primary_check import check_primary
 from loglinear.protocol.results import Sweep, sweep_at
 from loglinear.protocol.stages import later_stages
-from loglinear.reports.files import CSV, TABLE
+from loglinear.reports.files import CSV
 from loglinear.reports.guard import protect_before_run
 from loglinear.reports.lambda_plots import write_lambda_report
 from loglinear.reports.report import write_report
@@ -24,8 +24,7 @@ from loglinear.reports.spread import resolve_spread
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.commands import Launch, print_plan, sweep_out
-from loglinear.sweeps.manifest import ASIDE, MANIFEST, adopt_legacy, check_owner, write_manifest
-from loglinear.sweeps.manifest import set_aside as set_aside_runs
+from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, check_owner, write_manifest
 from loglinear.sweeps.progress import ELSEWHERE, progress_line
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
 from loglinear.sweeps.spec import Run, SweepSpec, expand, load_spec
@@ -54,14 +53,14 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     check_owner(out, spec)
     runs = adopt_legacy(out, runs)
     if dry_run:
-        _keep_held(out, spec, runs, set_aside, dry_run=True)
+        keep_held(out, spec, runs, set_aside, dry_run=True)
         print_plan(spec, runs, out, launch.pack)
         stages = later_stages(spec, runs)
         if stages is not None:
             print(stages)
         return 0
     with exclusive_sweep(out):
-        kept = _keep_held(out, spec, runs, set_aside)
+        kept = keep_held(out, spec, runs, set_aside)
         protect_before_run(out, spec, runs)  # a spec that drops reported runs is refused before the manifest changes
         write_manifest(out, spec, kept.beside(runs))
         before = marks(out)
@@ -96,66 +95,8 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     return 0
 
 
-@dataclass
-class _Kept:
-    """The held runs of a sweep folder that its spec may still plan (protocol/held.py) once the stages that decide
-    them have run: the manifest lists them until then, and the confirmation stage refuses (or, `set_aside`, moves
-    aside) those it does not plan before it writes anything."""
-
-    out: Path
-    spec: SweepSpec
-    set_aside: bool
-    held: list[Held]
-    aside: Path | None = None
-    """Where this command set runs aside, if it did."""
-
-    def beside(self, runs: list[Run]) -> list[Run]:
-        """`runs`, then the held runs not among them: what the manifest lists."""
-        ids = {i for r in runs for i in r.ids}
-        return [*runs, *adopt_legacy(self.out, [h.run for h in self.held if h.run_id not in ids and h.run])]
-
-    def settle(self, plan: list[Run]) -> None:
-        """`plan` is the whole sweep: refuse, or set aside, the held runs it lacks."""
-        lost = dropped([(h, None) for h in self.held], plan, complete=True)
-        if lost:
-            self.aside = _drop(self.out, self.spec, lost, self.set_aside, self.aside)
-        self.held = []
-
-
-def _keep_held(out: Path, spec: SweepSpec, runs: list[Run], set_aside: bool, dry_run: bool = False) -> _Kept:
-    """Before anything is written: the held runs of `out` (its runs with a result or a checkpoint) that `spec`, whose
-    first stage is `runs`, no longer plans are refused, or (`set_aside`) moved aside; those it may still plan once
-    its later stages are decided are kept."""
-    kept = _Kept(out, spec, set_aside, [])
-    held = held_runs(out, spec, runs)
-    if not held:
-        return kept
-    plan, complete = planned(spec, runs, out)
-    lost = dropped(held, plan, complete)
-    if lost:
-        if dry_run and set_aside:
-            print(f"with --set-aside: {len(lost)} finished or started runs the spec no longer plans would be moved to "
-                  f"{out / ASIDE}/", file=sys.stderr)
-        else:
-            kept.aside = _drop(out, spec, lost, set_aside)
-    ids = {i for r in plan for i in r.ids} | {h.run_id for h, _ in lost}
-    kept.held = [h for h, _ in held if h.run_id not in ids]
-    return kept
-
-
-def _drop(out: Path, spec: SweepSpec, lost: list[tuple[Held, str]], set_aside: bool, into: Path | None = None) -> Path:
-    """Refuse the spec that drops the held runs `lost`, or (`set_aside`) move them and the report aside (`into` a
-    folder of this command's); where they went."""
-    if not set_aside:
-        raise refusal(spec, out, lost)
-    moved = set_aside_runs(out, [h.run_id for h, _ in lost], (CSV, TABLE), into)
-    print(f"loglinear sweep: moved {len(lost)} finished or started runs that {spec.path or spec.name} no longer plans, "
-          f"and the report that held them, to {moved}", file=sys.stderr)
-    return moved
-
-
 def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path, first: SweepOutcome,
-             kept: _Kept) -> tuple[list[Run], SweepOutcome]:
+             kept: Kept) -> tuple[list[Run], SweepOutcome]:
     """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over, with
     its extensions beyond the grid's edges), add the chosen configurations on the confirmation seeds to the manifest
     and run them."""
@@ -171,7 +112,7 @@ def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path, first:
 
 
 def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path, first: SweepOutcome,
-            kept: _Kept) -> tuple[list[Run], SweepOutcome]:
+            kept: Kept) -> tuple[list[Run], SweepOutcome]:
     """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
     rate beyond it on the selection seeds, and so do the cells compared with it (protocol/extension.py). Rerunning
     the sweep makes the same decisions from the same results, so it resumes here too."""
@@ -233,7 +174,7 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
     check_primary(spec, runs)
     out = sweep_out(spec, out_arg)
     check_owner(out, spec)
-    _keep_held(out, spec, runs, set_aside=False)  # no protocol here: every held run is planned or refused
+    keep_held(out, spec, runs, set_aside=False)  # no protocol here: every held run is planned or refused
     path = write_wandb_sweep(spec, out)
     write_manifest(out, spec, runs)
     print(

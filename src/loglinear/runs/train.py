@@ -6,7 +6,8 @@ The run directory (`cfg.out_dir`) holds:
 - `metrics.csv`  every logged metric (`metrics_file.MetricsFile`), kept whole across resumes;
 - `last.ckpt`    saved after every validation and at the end of training, and `interrupted.ckpt` when a
                  signal stopped the run; a rerun resumes from the newer on exactly the data stream and
-                 validation schedule it would have seen (batches are keyed by (seed, step));
+                 validation schedule it would have seen (batches are keyed by (seed, step)), and only under
+                 the configuration that made it, which each records (`checkpoints.IDENTITY`);
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold` (the step at which the run
                  became solved: validation accuracy strictly above `train.early_stop_threshold`, or above SOLVED
@@ -150,7 +151,8 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
 
 def finished_result(cfg: RunConfig, out: Path) -> dict[str, Any] | None:
     """The result of the run of `cfg` when `out` holds it finished (it is not redone), else None; a ConfigError
-    when `out` holds another run that got somewhere, or a run finished with another configuration."""
+    when `out` holds another run that got somewhere, a run finished with another configuration, or progress made
+    under another configuration (`check_progress`)."""
     config_path = out / CONFIG
     other = config_path.is_file() and identity(_load_config(config_path)) != identity(to_container(cfg))
     if other and _has_progress(out):
