@@ -5,13 +5,14 @@ a report; `--set-aside` moves those runs aside instead; the same spec again resu
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
 from loglinear.cli import sweep_main
-from loglinear.runs.folder import write_json_atomic
+from loglinear.runs.folder import status_of, write_json_atomic
 from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import MANIFEST, RUNS
 from loglinear.sweeps.runner import SweepOutcome
@@ -162,3 +163,38 @@ def test_a_carried_run_that_the_new_selection_drops_is_refused_before_the_confir
     assert [[stage for stage, _, _ in call] for call in started[calls:]] == [["selection"] * 2, ["selection"]]
     listed = {e["id"] for e in json.loads((out / MANIFEST).read_text())["runs"]}
     assert old <= listed and all((out / RUNS / rid / "result.json").is_file() for rid in old)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+IN_FOLDERS = sorted(p.name for p in (ROOT / "results").iterdir() if (p / MANIFEST).is_file() and (p / RUNS).is_dir())
+"""The committed sweep folders that hold their runs (a study in progress among them), written before a sweep folder
+kept what it holds."""
+
+
+def test_the_committed_sweep_folders_are_found():
+    assert "mqar_paper_cpu" in IN_FOLDERS and len(IN_FOLDERS) > 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", IN_FOLDERS)
+def test_a_committed_sweep_folder_resumes_under_its_spec_without_a_refusal(tmp_path, monkeypatch, study):
+    """A copy of a committed sweep folder (its manifest and its runs' records, no checkpoint) rerun with its own
+    spec: nothing is refused, the manifest lists the same runs, and no run with a result is handed to train."""
+    out = tmp_path / "results" / study
+    shutil.copytree(ROOT / "results" / study, out, ignore=shutil.ignore_patterns("*.png"))
+    entries = {e["id"]: e for e in json.loads((out / MANIFEST).read_text())["runs"]}
+    asked: list = []
+
+    def nothing_trained(runs, out, *args, **kwargs):
+        todo = [r.run_id for r in runs if not (out / RUNS / r.run_id / "result.json").is_file()]
+        asked.append([r.run_id for r in runs if r.run_id not in todo])
+        statuses = {r.run_id: status_of(out / RUNS / r.run_id) for r in runs}
+        return SweepOutcome(statuses, interrupted=bool(todo), timed_out=bool(todo))
+
+    monkeypatch.setattr(runner, "run_local", nothing_trained)
+    code = sweep_main(["run", str(ROOT / "configs" / "sweeps" / f"{study}.yaml"), "--out", str(out), "--quiet"])
+    assert code in (0, 1, 75)
+    again = {e["id"]: e for e in json.loads((out / MANIFEST).read_text())["runs"]}
+    assert again == entries
+    finished_here = {p.parent.name for p in (ROOT / "results" / study / RUNS).glob("*/result.json")}
+    assert finished_here <= {rid for call in asked for rid in call}  # each one found finished, in its stage
