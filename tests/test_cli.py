@@ -57,7 +57,7 @@ def test_a_ctrl_c_while_a_command_loads_its_libraries_is_one_line(tmp_path, comm
     """SIGINT as torch starts to load (a Ctrl-C in the first seconds): one line and 130, not a traceback."""
     (tmp_path / "sitecustomize.py").write_text(INTERRUPT_AT_TORCH)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
-    argv = [str(tmp_path / "out") if a == "OUT" else a for a in command]
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
     done = subprocess.run([sys.executable, "-m", "loglinear", *argv], capture_output=True, text=True, cwd=ROOT,
                           env=env, timeout=300)
     assert done.returncode == 130 and done.stderr.strip() == f"loglinear {command[0]}: interrupted", done.stderr
