@@ -57,7 +57,7 @@ import torch
 from benchmarks.results_md import markdown_table, write_section
 from benchmarks.time_limit import TimeLimit
 from loglinear.models import MIXERS
-from loglinear.runs.config import MIS_COMPILED, load_run_config
+from loglinear.runs.config import compile_refusal, load_run_config
 from loglinear.runs.metrics_rows import METRICS, read_rows
 from loglinear.runs.train import train
 
@@ -227,9 +227,10 @@ def main() -> None:
                 print(f"--time-limit {args.time_limit:g}: {mixer} and the mixers after it not measured", flush=True)
                 break
             print(f"{mixer}:", flush=True)
-            if args.compile and mixer in MIS_COMPILED:
-                print(f"{mixer}: not compiled ({MIS_COMPILED[mixer]})", flush=True)
-                rows.append([mixer, f"not compiled: {MIS_COMPILED[mixer]}", *["-"] * (len(HEADER) - 2)])
+            refused = compile_refusal(mixer) if args.compile else None
+            if refused:
+                print(f"{mixer}: not compiled ({refused})", flush=True)
+                rows.append([mixer, f"not compiled: {refused}", *["-"] * (len(HEADER) - 2)])
                 limit.done()
                 continue
             auto = run_once(mixer, "auto", "auto", args, Path(tmp))

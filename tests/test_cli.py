@@ -4,8 +4,11 @@ training loads the training libraries (a sweep's parent process, its status and 
 from __future__ import annotations
 
 import ast
+import os
 import sys
 from pathlib import Path
+
+import pytest
 
 from . import child_process
 
@@ -30,3 +33,47 @@ def test_a_mistyped_train_command_fails_before_the_training_and_report_libraries
 def test_sweeps_and_their_reports_run_without_the_training_libraries():
     statements = "import loglinear.cli, loglinear.sweeps.commands, loglinear.cli.sweep_run"
     assert loaded_after(statements, ("lightning", "torchmetrics"))[0] == []
+
+
+INTERRUPT_AT_TORCH = """\
+import importlib.abc, os, signal, sys
+
+
+class InterruptAtTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+sys.meta_path.insert(0, InterruptAtTorch())
+"""
+
+
+@pytest.mark.parametrize("command", [["train", "configs/mqar_cpu.yaml", "out_dir=OUT"],
+                                     ["sweep", "run", "configs/sweeps/demo_cpu.yaml", "--out", "OUT", "--dry-run"],
+                                     ["inspect", "OUT"]])
+def test_a_ctrl_c_while_a_command_loads_its_libraries_is_one_line(tmp_path, command):
+    """SIGINT as torch starts to load (a Ctrl-C in the first seconds): one line and 130, not a traceback."""
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_AT_TORCH)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
+    done = child_process.run([sys.executable, "-m", "loglinear", *argv], cwd=ROOT, env=env, cpu_s=300)
+    assert done.returncode == 130 and done.stderr.strip() == f"loglinear {command[0]}: interrupted", done.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["train", "a.yaml", "--pack", "b.yaml"], "'--pack' is neither a preset nor a key=value override (--pack comes "
+                                              "first: loglinear train --pack CONFIG ...)"),
+    (["train", "a.yaml", "b.yaml"], "'b.yaml' is neither a preset nor a key=value override; usage: loglinear train "
+                                    "[PRESET.yaml] [key=value ...]"),
+    (["train", "--max-steps", "5"], "'--max-steps' is neither a preset nor a key=value override"),
+])
+def test_a_train_command_out_of_its_usage_says_the_usage(argv, words, capsys):
+    from loglinear.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("loglinear train: error: ") and words in err and "\n" not in err, err

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -176,8 +175,8 @@ def test_the_sweeps_of_the_agreement_check_are_the_demos_shortened(tmp_path):
     assert spec["base"]["train.val_every"] == sweep_agreement.LOG_EVERY
     path = tmp_path / "cpu.yaml"
     path.write_text(yaml.safe_dump(spec))
-    done = subprocess.run([sys.executable, "-m", "loglinear", "sweep", "run", str(path), "--dry-run", "--out",
-                           str(tmp_path / "out")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = child_process.run([sys.executable, "-m", "loglinear", "sweep", "run", str(path), "--dry-run", "--out",
+                              str(tmp_path / "out")], cwd=ROOT, cpu_s=300)
     assert done.returncode == 0, done.stderr
     assert "6 runs" in done.stdout, done.stdout
     chunk = sweep_agreement.spec("gpu", 100, 2, "chunk")

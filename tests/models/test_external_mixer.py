@@ -154,3 +154,12 @@ def test_the_output_check_leaves_the_random_stream_as_it_was():
     state = torch.random.get_rng_state()
     check_model(ModelConfig(mixer=PATH, d_model=16, mixer_options={"width": 3}))
     assert torch.equal(torch.random.get_rng_state(), state)
+
+
+def test_the_output_check_follows_the_class_not_the_name(monkeypatch):
+    """A suite class is trusted by whatever names it (its import path too); a class outside the suite is checked."""
+    checked = []
+    monkeypatch.setattr("loglinear.models.mixers.check_output", lambda mixer, cfg: checked.append(mixer))
+    for name in ("mamba2", "loglinear.models.mamba2:Mamba2", PATH):
+        check_model(ModelConfig(mixer=name, d_model=16))
+    assert checked == [MIXERS[PATH]]

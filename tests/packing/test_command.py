@@ -9,6 +9,7 @@ import pytest
 
 from loglinear.packing import train as pack_train
 from loglinear.packing.command import pack_command
+from loglinear.packing.train import MemberFailed
 from loglinear.runs.config import ConfigError, load_run_config, to_yaml
 from loglinear.runs.folder import DiskFull
 from loglinear.runs.interrupt import Interrupted
@@ -32,6 +33,8 @@ def configs(tmp_path):
     (DiskFull("no space left on device"), 1, "are intact: free space and rerun the same command to resume"),
     (OSError(errno.EIO, "Input/output error"), 1, "Input/output error"),
     (RuntimeError("boom"), 1, "failed: RuntimeError: boom (each unfinished run of the pack is marked failed)"),
+    (MemberFailed("runs/a", RuntimeError("boom")), 1, "failed: runs/a: RuntimeError: boom (see runs/a/result.json; "
+                                                      "the other runs of the pack trained on)"),
 ])
 def test_each_outcome_is_one_line_and_its_status(configs, monkeypatch, capsys, raised, status, line):
     def train_pack(cfgs):

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
+import torch
 
 from loglinear.packing.compatibility import PackError
-from loglinear.packing.train import train_pack
+from loglinear.packing.train import MemberFailed, train_pack
+from loglinear.runs.config import ConfigError
+from loglinear.runs.folder import read_result
 from loglinear.runs.metrics_rows import read_rows
 from loglinear.runs.train import train
 
@@ -122,3 +127,43 @@ def test_a_pack_of_runs_on_a_mixture_s_fixed_set_ends_as_each_run_alone(tmp_path
                "2, weight: 2}, {seq_len: 24, num_kv_pairs: 4, weight: 1}]", "data.eval_sets=[{seq_len: 16}]",
                "data.train_size=70"]
     _pack_against_alone(tmp_path, "gated_deltanet", data=mixture)
+
+
+@pytest.mark.parametrize("bad, raised, words", [
+    ("init_from", ConfigError, "train.init_from="),
+    ("another model's checkpoint", ConfigError, "holds progress made with another configuration"),
+    ("another model's checkpoint from before it recorded its configuration", MemberFailed, "RuntimeError"),
+])
+def test_a_run_s_own_bad_input_ends_it_alone_and_the_others_train_on(tmp_path, bad, raised, words):
+    """As alone: a train.init_from that is no finished run fails the run (its result says so), a checkpoint made
+    by another configuration is refused (nothing written), one that does not load fails it; the pack's other runs
+    end as they would, and the error is raised once they have."""
+    grid, short = [(0, 1e-3), (1, 1e-3)], ["train.max_steps=20", "train.val_every=10"]
+    extra = [*short, f"train.init_from={tmp_path / 'nothing'}"] if bad == "init_from" else short
+    cfgs = [*configs(tmp_path, "packed", "attention", extra, grid[:1]), *configs(tmp_path, "packed", "attention",
+                                                                                 short, grid[1:])]
+    first = tmp_path / "packed" / "0_0.001"
+    if bad != "init_from":
+        (other,) = configs(tmp_path, "other", "attention", [*short, "model.d_model=32"], grid=grid[:1])
+        train(other)
+        first.mkdir(parents=True)
+        shutil.copy(tmp_path / "other" / "0_0.001" / "last.ckpt", first / "last.ckpt")
+        if "before" in bad:
+            checkpoint = torch.load(first / "last.ckpt", weights_only=False)
+            del checkpoint["run_identity"]
+            torch.save(checkpoint, first / "last.ckpt")
+    with pytest.raises(raised, match=words) as error:
+        train_pack(cfgs)
+    assert str(first) in str(error.value) and "\n" not in str(error.value)
+    assert read_result(tmp_path / "packed" / "1_0.001")["status"] == "max_steps"
+    if raised is ConfigError and bad != "init_from":
+        assert sorted(p.name for p in first.iterdir()) == [".lock", "last.ckpt"]  # refused: nothing written
+    else:
+        assert read_result(first)["status"] == "failed"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto is 32-true on a machine without a GPU")
+def test_auto_and_32_true_share_a_pack_where_they_are_one_precision(tmp_path):
+    a = configs(tmp_path, "x", "attention", ["train.precision=auto"], grid=[(0, 1e-3)])[0]
+    b = configs(tmp_path, "y", "attention", ["train.precision=32-true"], grid=[(1, 1e-3)])[0]
+    assert [r["status"] for r in train_pack([a, b])] == ["max_steps", "max_steps"]

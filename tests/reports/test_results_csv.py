@@ -307,6 +307,26 @@ def test_a_rereport_refuses_what_it_cannot_read_and_writes_nothing(tmp_path, cap
     assert sorted(p.name for p in target.iterdir()) == [CSV]
 
 
+@pytest.mark.parametrize("column, value, words", [
+    ("test/acc", "1.7", "test/acc 1.7 is not an accuracy, a fraction in [0, 1]"),
+    ("test/acc", "nan", "test/acc 'nan' is not a finite number"),
+    ("test_score", "-0.2", "test_score -0.2 is not an accuracy"),
+    ("val_score", "inf", "val_score 'inf' is not a finite number"),
+    ("wall_time_s", "NaN", "wall_time_s 'NaN' is not a finite number"),
+    ("step", "inf", "step 'inf' is not a finite number"),
+])
+def test_a_rereport_refuses_an_accuracy_outside_0_1_or_a_number_not_finite_naming_the_row(tmp_path, capsys, column,
+                                                                                          value, words):
+    spec = planted_sweep(tmp_path)
+    rows = read_rows(tmp_path / "out" / CSV)
+    row = next(i for i, r in enumerate(rows) if r["status"] == "max_steps")
+    rows[row][column] = value
+    bad = write_rows(tmp_path / "bad.csv", rows)
+    refused(capsys, ["report", str(tmp_path / "target"), "--spec", str(spec), "--from-results", str(bad)],
+            f"line {row + 2}: run {rows[row]['run_id']}", words)
+    assert not (tmp_path / "target").exists()
+
+
 def two_stage_study(folder: Path, monkeypatch) -> tuple[Path, Path]:
     """A two-stage study (test_two_stage.py) run with a stand-in for training: two grid extensions (0.1 and 1 on
     both selection seeds, the pick 0.1) and three confirmation runs at 0.1; its spec and results.csv."""

@@ -158,6 +158,42 @@ def test_an_edited_config_of_a_finished_run_is_refused_not_ignored(tmp_path, cap
     assert read_result(out)["config"]["train"]["lr"] == 0.001
 
 
+def killed_after_its_last_checkpoint(out) -> None:
+    """A run killed after it saved its last checkpoint, before its result (what a resume starts from)."""
+    assert cli_main(["train", *RUN, f"out_dir={out}"]) == 0
+    (out / "result.json").unlink()
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["checkpoint", "checkpoint without its configuration"])
+@pytest.mark.parametrize("edit, change", [(("lr: 0.001", "lr: 0.5"), "train.lr: 0.001 -> 0.5"),
+                                          (("max_steps: 4", "max_steps: 8"), "train.max_steps: 4 -> 8")])
+def test_an_edited_config_is_not_resumed_over_the_progress_of_another(tmp_path, capsys, legacy, edit, change):
+    """The checkpoint records the configuration that made it: a config.yaml edited since is refused in one line
+    saying how to start anew, and nothing changes; restored, the run resumes. A checkpoint from before it recorded
+    that tells its learning rate."""
+    out = tmp_path / "run"
+    killed_after_its_last_checkpoint(out)
+    if legacy:
+        checkpoint = torch.load(out / "last.ckpt", weights_only=False)
+        del checkpoint["run_identity"]
+        torch.save(checkpoint, out / "last.ckpt")
+    config = out / "config.yaml"
+    original = config.read_text()
+    config.write_text(original.replace(*edit))
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    code = cli_main(["train", str(config)])
+    if legacy and change.startswith("train.max_steps"):  # not recorded there: the old behaviour
+        assert code == 0
+        return
+    line = one_line_error(capsys, code)
+    assert f"{out} holds progress made with another configuration (last.ckpt at step 4: {change})" in line
+    assert "start the run anew in a new out_dir (or with its folder moved aside)" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    config.write_text(original)
+    assert cli_main(["train", str(config)]) == 0
+    assert read_result(out)["status"] == "max_steps"
+
+
 def test_a_read_only_out_dir_is_one_line_naming_it(small_disk, capsys):
     out = small_disk.path / "run"
     small_disk.read_only()

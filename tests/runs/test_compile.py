@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from loglinear.models import MIXERS
-from loglinear.runs.config import MIS_COMPILED, ConfigError, load_run_config
+from loglinear.runs.config import ConfigError, compile_refusal, load_run_config
 from loglinear.runs.train import train
 
 STEPS = 50
@@ -51,13 +51,33 @@ def compiled_mixers() -> list:
     asked = os.environ.get(ASK) == "1"
     return [pytest.param(name, marks=() if asked or name == "attention" else
                          pytest.mark.skip(reason=f"compiling {name} takes minutes: set {ASK}=1"))
-            for name in MIXERS.names() if name not in MIS_COMPILED]
+            for name in MIXERS.names() if compile_refusal(name) is None]
 
 
-@pytest.mark.parametrize("mixer", sorted(MIS_COMPILED))
+MIS_COMPILED = [name for name in MIXERS.names() if compile_refusal(name) is not None]
+
+
+@pytest.mark.parametrize("mixer", MIS_COMPILED)
 def test_a_mixer_known_to_compile_wrong_is_refused_compiled(mixer, tmp_path):
     with pytest.raises(ConfigError, match=rf"^train.compile=true with model.mixer={mixer}: "):
         load_run_config(None, [*TINY, f"model.mixer={mixer}", "train.compile=true", f"out_dir={tmp_path / 'run'}"])
+
+
+def test_the_refusal_follows_the_class_whatever_names_it(tmp_path, monkeypatch):
+    """The class's import path and a subclass are refused as its registry name is; a subclass that declares its
+    compiled step sound is not."""
+    (tmp_path / "my_compiled.py").write_text(
+        "from loglinear.models.log_linear import LogLinearGatedDeltaNet\n\n\n"
+        "class Mine(LogLinearGatedDeltaNet):\n    display_name = 'Mine'\n\n\n"
+        "class Checked(LogLinearGatedDeltaNet):\n    display_name = 'Checked'\n    compile_defect = None\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for mixer in ("loglinear.models.log_linear:LogLinearGatedDeltaNet", "my_compiled:Mine"):
+        with pytest.raises(ConfigError, match=rf"^train.compile=true with model.mixer={mixer}: its compiled "
+                                              r"gradients are wrong"):
+            load_run_config(None, [*TINY, f"model.mixer={mixer}", "train.compile=true", f"out_dir={tmp_path / 'r'}"])
+    cfg = load_run_config(None, [*TINY, "model.mixer=my_compiled:Checked", "train.compile=true",
+                                 f"out_dir={tmp_path / 'r'}"])
+    assert cfg.train.compile and cfg.model.mixer == "my_compiled:Checked"
 
 
 @pytest.mark.slow

@@ -79,14 +79,28 @@ def test_runs_per_gpu_bad_usage_exits_2_before_running_anything(tmp_path, capsys
     assert not (out / "runs").exists()
 
 
-def test_runs_per_gpu_without_a_gpu_exits_2_with_one_line(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("pack", [[], ["--pack", "2"]])
+def test_runs_per_gpu_without_a_gpu_exits_2_with_one_line_before_the_folder_is_made(tmp_path, capsys, monkeypatch,
+                                                                                    pack):
     monkeypatch.setattr(runner, "visible_gpus", lambda: [])
-    spec_path = write_spec(tmp_path, {"train.seed": [0]})
-    assert sweep_main(["run", str(spec_path), "--out", str(tmp_path / "out"), "--runs-per-gpu", "2"]) == 2
+    spec_path = write_spec(tmp_path, {"train.seed": [0, 1]})
+    assert sweep_main(["run", str(spec_path), "--out", str(tmp_path / "out"), "--runs-per-gpu", "2", *pack]) == 2
     err = capsys.readouterr().err.strip()
     assert err == "loglinear sweep: error: --runs-per-gpu needs a visible CUDA device and none is visible here; " \
                   "on a CPU give --workers"
-    assert not (tmp_path / "out" / "runs").exists()
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("launcher, executor, words", [
+    ("local", "slurm_partition=gpu", "--executor is for --launcher submitit"),
+    ("submitit", "timeout_min", "--executor takes KEY=VALUE"),
+])
+def test_executor_arguments_are_refused_before_the_folder_is_made(tmp_path, capsys, launcher, executor, words):
+    spec_path = write_spec(tmp_path, {"train.seed": [0]})
+    assert sweep_main(["run", str(spec_path), "--out", str(tmp_path / "out"), "--launcher", launcher,
+                       "--executor", executor]) == 2
+    assert words in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_progress_line_counts_runs_and_estimates_the_time_left():

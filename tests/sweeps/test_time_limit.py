@@ -10,8 +10,9 @@ import pytest
 
 from loglinear.cli import sweep_main
 from loglinear.runs.config import ConfigError
+from loglinear.sweeps import runner
 from loglinear.sweeps.commands import Launch
-from loglinear.sweeps.runner import run_local
+from loglinear.sweeps.runner import SweepOutcome, run_local
 from loglinear.sweeps.spec import expand, load_spec
 
 from .sweep_helpers import sweep_cli, write_spec
@@ -61,3 +62,29 @@ def test_a_time_limit_must_be_a_positive_number_of_seconds(tmp_path, capsys):
     assert sweep_main(["run", str(spec), "--out", str(tmp_path / "out"), "--time-limit", "0"]) == 2
     assert "--time-limit" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_time_limit_too_short_for_any_progress_ends_the_retries_with_its_own_status(tmp_path, capsys, monkeypatch):
+    """No run reaches a checkpoint within the limit: the first such stop says run it again (75), the second in a row
+    exits 78 with one line saying why; a command that makes progress clears the count."""
+    spec = write_spec(tmp_path, {"train.seed": [0, 1]})
+    out = tmp_path / "out"
+    # a second: less than a run's process takes to import torch
+    argv = ["run", str(spec), "--out", str(out), "--workers", "1", "--quiet", "--time-limit", "1"]
+    assert sweep_main(argv) == 75
+    assert "run the same command again" in capsys.readouterr().err
+    assert sweep_main(argv) == 78
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("loglinear sweep: time limit reached 2 times in a row without progress: no run reached a "
+                       "checkpoint within it (its start, data and first training step take longer); give a longer "
+                       "--time-limit (or fewer runs per --pack)")
+    assert not list(out.glob("runs/*/*.ckpt"))
+
+    def one_step_each(runs, out, *args, **kwargs):
+        for run in runs:
+            (out / "runs" / run.run_id).mkdir(parents=True, exist_ok=True)
+            (out / "runs" / run.run_id / "interrupted.ckpt").write_bytes(b"a step")
+        return SweepOutcome({r.run_id: "pending" for r in runs}, interrupted=True, timed_out=True)
+
+    monkeypatch.setattr(runner, "run_local", one_step_each)
+    assert sweep_main(argv) == 75 and not (out / ".time_limit_stalls").exists()

@@ -219,17 +219,19 @@ def test_the_sets_are_written_a_draw_at_a_time_in_little_memory(tmp_path):
     shutil.rmtree(out)
 
 
-def test_an_interrupted_export_is_one_line_and_leaves_nothing(tmp_path):
+@pytest.mark.parametrize("signum, code, told", [(signal.SIGINT, 130, "interrupted"),
+                                                (signal.SIGTERM, 143, "interrupted (SIGTERM)")])
+def test_an_interrupted_export_is_one_line_and_leaves_nothing(tmp_path, signum, code, told):
     out = tmp_path / "out"
     process = export_process(out, 5_000_000)
     started = child_process.wait_until(
         process, lambda: any(p.name.startswith(".out.partial-") for p in tmp_path.iterdir()), cpu_s=600)
     assert started, process.communicate()
     time.sleep(0.5)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     _, err = child_process.communicate(process, cpu_s=300)
-    assert process.returncode == 130, err
-    assert err.strip().splitlines() == ["loglinear data export: interrupted; nothing written (OUT was not made)"]
+    assert process.returncode == code, err
+    assert err.strip().splitlines() == [f"loglinear data export: {told}; nothing written (OUT was not made)"]
     assert list(tmp_path.iterdir()) == []
 
 

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from loglinear.checks import int_option
-from loglinear.runs.config import ConfigError
-from loglinear.runs.folder import fault_line
-from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU
+
+# Nothing here imports torch or the layers at module level: a command imports what it needs when it runs, inside
+# `main`, so that a Ctrl-C while they load is one line, not a traceback.
 
 TRAIN_HELP = """\
 loglinear train [PRESET.yaml] [key=value ...]
@@ -47,10 +47,18 @@ def train_main(argv: Sequence[str]) -> int:
         from loglinear.packing.command import pack_command
 
         return pack_command(argv[1:])
+    preset = argv[0] if argv and "=" not in argv[0] else None
+    overrides = argv[1:] if preset else argv
+    odd = [a for a in ([preset] if preset else []) if a.startswith("-")] + \
+        [a for a in overrides if "=" not in a or a.startswith("-")]
+    if odd:
+        where = " (--pack comes first: loglinear train --pack CONFIG ...)" if "--pack" in odd else ""
+        print(f"loglinear train: error: {odd[0]!r} is neither a preset nor a key=value override{where}; usage: "
+              f"{TRAIN_HELP.splitlines()[0]}", file=sys.stderr)
+        return 2
     from loglinear.runs.command import train_command
 
-    preset = argv[0] if argv and "=" not in argv[0] else None
-    return train_command(preset, argv[1:] if preset else argv)
+    return train_command(preset, overrides)
 
 
 SWEEP_HELP = """\
@@ -63,6 +71,7 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
   loglinear sweep run SPEC --dry-run                           # list the runs
   loglinear sweep run SPEC --runs-per-gpu 4                    # 4 runs share each GPU at a time
   loglinear sweep run SPEC --pack 32                           # up to 32 runs trained as one model per process
+  loglinear sweep run SPEC --set-aside                         # an edited spec: move the runs it drops aside
   loglinear sweep run SPEC --launcher submitit --executor slurm_partition=gpu   # Slurm job array
   loglinear sweep status sweeps_out/demo_cpu                   # done / running / pending (Slurm's reason) / failed
   loglinear sweep wandb SPEC                                   # a wandb sweep file for wandb agents
@@ -72,7 +81,8 @@ protocol, `run` runs the selection seeds, selects each cell's learning rate, the
                                 # re-report from results.csv: a study whose run folders are gone
 
 Exit status: 0 all runs finished, 1 some run failed or did not finish, or a fault of the machine (a full disk,
-a folder that cannot be written), 2 bad spec or usage, 130 interrupted.
+a folder that cannot be written), 2 bad spec or usage, 75 stopped by --time-limit with runs to go (run the same
+command again), 78 stopped by it a second time in a row without any run reaching a checkpoint, 130 interrupted.
 """
 
 
@@ -80,6 +90,9 @@ def sweep_main(argv: Sequence[str]) -> int:
     # Ctrl-C stops a sweep even when it was started with SIGINT ignored (a background job of a script
     # inherits that, and Python then raises no KeyboardInterrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    from loglinear.runs.config import ConfigError
+    from loglinear.runs.folder import fault_line
+
     parser = sweep_parser()
     try:
         args = parser.parse_args(list(argv))
@@ -102,6 +115,8 @@ def sweep_main(argv: Sequence[str]) -> int:
 
 
 def sweep_parser() -> argparse.ArgumentParser:
+    from loglinear.sweeps.runner import DEFAULT_RUNS_PER_GPU
+
     parser = argparse.ArgumentParser(prog="loglinear sweep", description=SWEEP_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="name", required=True, metavar="{run,status,report,wandb}")
@@ -129,7 +144,12 @@ def sweep_parser() -> argparse.ArgumentParser:
                           "(docs/runs.md#packed-runs)")
     run.add_argument("--time-limit", type=int_option(1), metavar="S",
                      help="local launcher: after S seconds start nothing more, stop the running runs after they save "
-                          "their checkpoints and exit with status 75 (not finished: run the same command again)")
+                          "their checkpoints and exit with status 75 (not finished: run the same command again); 78 "
+                          "the second time in a row that no run reached a checkpoint (the limit is too short)")
+    run.add_argument("--set-aside", action="store_true",
+                     help="the spec was edited on purpose: move the finished or started runs it no longer plans, and "
+                          "the report that holds them, into OUT/aside/<date>-<time>/ (nothing is deleted), then run; "
+                          "without it such a spec is refused before anything is written")
     run.set_defaults(command=_run)
 
     status = commands.add_parser("status", help="each run's status from its folder and Slurm's queue (submits nothing)")
@@ -164,7 +184,7 @@ def _run(args: argparse.Namespace) -> int:
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     launch = Launch(args.launcher, args.workers, args.runs_per_gpu, tuple(args.executor), args.quiet, args.pack,
                     deadline)
-    return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run)
+    return run_sweep(args.spec, args.out, launch, dry_run=args.dry_run, set_aside=args.set_aside)
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -225,9 +245,9 @@ Write the data of a data preset (configs/data/*.yaml, with key=value overrides o
 another framework reads without this package: the fixed training set of N examples (what a run with this preset
 and data.train_size=N trains on), every validation and test set, and OUT/data.json naming each file's set, the
 arguments (data.train_size: N) and the seeds. The export makes OUT, a new folder, and writes it whole or not at
-all: an interruption or a full disk leaves nothing.
+all: an interruption (SIGINT, SIGTERM) or a full disk leaves nothing.
 Exit status: 0 written, 1 a fault of the machine (a full disk, a folder that cannot be written, no memory left),
-2 bad preset, overrides or usage (a preset a run refuses, OUT empty or existing), 130 interrupted.
+2 bad preset, overrides or usage (a preset a run refuses, OUT empty or existing), 130 interrupted (143 by SIGTERM).
 """
 
 
@@ -242,6 +262,14 @@ def data_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where SIGINT raises KeyboardInterrupt: the same clean-up, and the shell's status 143."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated()
+
+
 def data_main(argv: Sequence[str]) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # as `sweep_main`: Ctrl-C stops a background export too
     parser = data_parser()
@@ -254,9 +282,11 @@ def data_main(argv: Sequence[str]) -> int:
         return int(e.code or 0)
     from omegaconf.errors import OmegaConfBaseException
 
+    from loglinear.runs.folder import fault_line
     from loglinear.synthetics import load_data_config
     from loglinear.synthetics.export import export_data
 
+    previous = signal.signal(signal.SIGTERM, _terminated)  # SIGTERM leaves nothing either
     try:
         path = export_data(load_data_config(args.preset, overrides), args.out, args.train_size)
     except (ValueError, OmegaConfBaseException) as e:
@@ -269,9 +299,12 @@ def data_main(argv: Sequence[str]) -> int:
         print(f"loglinear data export: out of memory drawing the sets (--train-size {args.train_size}); nothing "
               "written", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("loglinear data export: interrupted; nothing written (OUT was not made)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        how = " (SIGTERM)" if isinstance(e, Terminated) else ""
+        print(f"loglinear data export: interrupted{how}; nothing written (OUT was not made)", file=sys.stderr)
+        return 128 + (signal.SIGTERM if how else signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(path)
     return 0
 
@@ -317,6 +350,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         return COMMANDS[argv[0]](argv[1:])
+    except KeyboardInterrupt:  # before a command's own handling: while it loads its libraries
+        print(f"loglinear {argv[0]}: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:
         # whoever read stdout stopped (`loglinear sweep run --dry-run | head`): end quietly, as a shell tool does,
         # with stdout on /dev/null so the interpreter's own flush at exit cannot fail again

@@ -8,11 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from loglinear.cli.kept_runs import Kept, keep_held
 from loglinear.protocol.confirmation import confirmation_runs
-from loglinear.protocol.extension import extension_points, extension_targets, grid_step
+from loglinear.protocol.held import extension_runs
 from loglinear.protocol.power import check_design
 from loglinear.protocol.primary_check import check_primary
-from loglinear.protocol.results import Sweep, load_sweep
+from loglinear.protocol.results import Sweep, sweep_at
 from loglinear.protocol.stages import later_stages
 from loglinear.reports.files import CSV
 from loglinear.reports.guard import protect_before_run
@@ -27,15 +28,21 @@ from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, check_owner, write
 from loglinear.sweeps.progress import ELSEWHERE, progress_line
 from loglinear.sweeps.runner import SweepOutcome, exclusive_sweep
 from loglinear.sweeps.spec import Run, SweepSpec, expand, load_spec
+from loglinear.sweeps.stalls import ALLOWED, count_stall, marks
 
 NOT_FINISHED = 75
 """The exit status of a `sweep run` stopped by its --time-limit with runs to go (EX_TEMPFAIL: run it again)."""
+NO_PROGRESS = 78
+"""The exit status of a `sweep run` stopped by its --time-limit without progress a second time in a row: no run
+reaches a checkpoint within the limit (EX_CONFIG: running it again would not help)."""
 
 
-def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False) -> int:
+def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: bool = False,
+              set_aside: bool = False) -> int:
     """Run the sweep of `spec_path` into `out_arg` (default sweeps_out/<name>), skipping finished runs and resuming
-    the others, then write its report and print its summary; `dry_run`: list the runs only. The exit status of
-    `loglinear sweep run`."""
+    the others, then write its report and print its summary; `dry_run`: list the runs only. A spec that no longer
+    plans a finished or started run of the folder is refused before anything is written, or with `set_aside` those
+    runs are moved aside first (protocol/held.py). The exit status of `loglinear sweep run`."""
     spec = resolve_spread(load_spec(spec_path))  # the design's spread read where the spec says it was measured
     design = check_design(spec)  # before anything runs or is written: a design that cannot conclude is refused
     if design is not None:
@@ -46,22 +53,32 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     check_owner(out, spec)
     runs = adopt_legacy(out, runs)
     if dry_run:
+        keep_held(out, spec, runs, set_aside, dry_run=True)
         print_plan(spec, runs, out, launch.pack)
         stages = later_stages(spec, runs)
         if stages is not None:
             print(stages)
         return 0
     with exclusive_sweep(out):
+        kept = keep_held(out, spec, runs, set_aside)
         protect_before_run(out, spec, runs)  # a spec that drops reported runs is refused before the manifest changes
-        write_manifest(out, spec, runs)
+        write_manifest(out, spec, kept.beside(runs))
+        before = marks(out)
         outcome = launch(spec.name, runs, out)
         if spec.protocol is not None and not outcome.interrupted:
-            runs, outcome = _confirm(launch, spec, runs, out, outcome)
+            runs, outcome = _confirm(launch, spec, runs, out, outcome, kept)
+        if outcome.timed_out or not outcome.interrupted:
+            stalls = count_stall(out, before, outcome.timed_out)
     unfinished = [rid for rid, s in outcome.statuses.items() if s not in FINISHED]
     if outcome.timed_out:
-        print(f"{progress_line(spec.name, list(outcome.statuses.values()))}\nloglinear sweep: time limit reached, not "
-              f"finished: {len(unfinished)} of {len(runs)} runs of this stage to go (the running ones saved their "
-              f"checkpoints); run the same command again to go on", file=sys.stderr)
+        print(progress_line(spec.name, list(outcome.statuses.values())), file=sys.stderr)
+        if stalls > ALLOWED:
+            print(f"loglinear sweep: time limit reached {stalls} times in a row without progress: no run reached a "
+                  f"checkpoint within it (its start, data and first training step take longer); give a longer "
+                  f"--time-limit (or fewer runs per --pack)", file=sys.stderr)
+            return NO_PROGRESS
+        print(f"loglinear sweep: time limit reached, not finished: {len(unfinished)} of {len(runs)} runs of this stage "
+              f"to go (the running ones saved their checkpoints); run the same command again to go on", file=sys.stderr)
         return NOT_FINISHED
     if outcome.interrupted:
         if launch.launcher == "local":
@@ -78,36 +95,34 @@ def run_sweep(spec_path: str, out_arg: str | None, launch: Launch, *, dry_run: b
     return 0
 
 
-def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
-             first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
+def _confirm(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path, first: SweepOutcome,
+             kept: Kept) -> tuple[list[Run], SweepOutcome]:
     """Stage 2 of a two-stage sweep: select each cell's learning rate on the selection runs (stage 1, over, with
     its extensions beyond the grid's edges), add the chosen configurations on the confirmation seeds to the manifest
     and run them."""
-    runs, first = _extend(launch, spec, runs, out, first)
+    runs, first = _extend(launch, spec, runs, out, first, kept)
     if first.interrupted:
         return runs, first
-    confirmation = adopt_legacy(out, confirmation_runs(spec, load_sweep(out)))
+    confirmation = adopt_legacy(out, confirmation_runs(spec, sweep_at(spec, runs, out)))
+    kept.settle([*runs, *confirmation])
     write_manifest(out, spec, [*runs, *confirmation])
     second = launch(f"{spec.name} confirmation", confirmation, out)
     return [*runs, *confirmation], SweepOutcome({**first.statuses, **second.statuses}, second.interrupted,
                                                 second.timed_out)
 
 
-def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path,
-            first: SweepOutcome) -> tuple[list[Run], SweepOutcome]:
+def _extend(launch: Launch, spec: SweepSpec, runs: list[Run], out: Path, first: SweepOutcome,
+            kept: Kept) -> tuple[list[Run], SweepOutcome]:
     """Up to `protocol.extensions` rounds: each cell whose pick sits at an edge of its learning rates gets the next
     rate beyond it on the selection seeds, and so do the cells compared with it (protocol/extension.py). Rerunning
     the sweep makes the same decisions from the same results, so it resumes here too."""
     assert spec.protocol is not None
-    step = grid_step(spec)
     for round_ in range(1, spec.protocol.extensions + 1):
-        known = {i for r in runs for i in r.ids}
-        targets = extension_targets(load_sweep(out), step)
-        extra = adopt_legacy(out, [r for r in expand(spec, extension_points(spec, targets)) if r.run_id not in known])
+        extra = extension_runs(spec, runs, out)
         if not extra:
             break
         runs = [*runs, *extra]
-        write_manifest(out, spec, runs)
+        write_manifest(out, spec, kept.beside(runs))
         outcome = launch(f"{spec.name} grid extension {round_}", extra, out)
         first = SweepOutcome({**first.statuses, **outcome.statuses}, outcome.interrupted, outcome.timed_out)
         if outcome.interrupted:
@@ -159,6 +174,7 @@ def write_wandb(spec_path: str, out_arg: str | None) -> int:
     check_primary(spec, runs)
     out = sweep_out(spec, out_arg)
     check_owner(out, spec)
+    keep_held(out, spec, runs, set_aside=False)  # no protocol here: every held run is planned or refused
     path = write_wandb_sweep(spec, out)
     write_manifest(out, spec, runs)
     print(

@@ -42,6 +42,9 @@ class Mixer(nn.Module):
                   code: flash-linear-attention 0.6.0 unless it says otherwise); None: it has no such start,
                   and `model.init=authors` refuses it. The mixer applies those rules itself when built with
                   that config.
+    compile_defect: what was seen where its compiled training step is known to be wrong; `train.compile=true`
+                  is refused for it, and for its subclasses (whichever name or import path selects them) unless
+                  they set their own (None: none known).
 
     `state_size(seq_len)` counts the numbers one sequence's decoding cache holds in this layer after
     `seq_len` tokens (docs/runs.md, "State size"); tests/models/test_state_size.py counts the real cache.
@@ -56,6 +59,7 @@ class Mixer(nn.Module):
     init_fields: ClassVar[frozenset[str]] = frozenset(INIT_OPTIONS)
     options: ClassVar[type | None] = None
     authors_init: ClassVar[str | None] = None
+    compile_defect: ClassVar[str | None] = None
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()

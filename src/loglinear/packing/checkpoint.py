@@ -14,6 +14,7 @@ import lightning as L
 import torch
 
 from loglinear.models.backbone import LanguageModel
+from loglinear.runs.checkpoints import IDENTITY
 from loglinear.runs.config import TrainConfig
 from loglinear.runs.folder import write_atomic
 
@@ -63,11 +64,13 @@ def _scheduler(train: TrainConfig, step: int) -> dict[str, Any]:
 
 
 def save_checkpoint(path: Path, model: LanguageModel, train: TrainConfig, step: int, optimizer_state: dict[str, Any],
-                    tracker_state: dict[str, Any], val_batches: int, mid_step: bool = False) -> None:
+                    tracker_state: dict[str, Any], val_batches: int, made_with: dict[str, Any],
+                    mid_step: bool = False) -> None:
     """Write a run's checkpoint after `step` training steps (at the validation that follows them, or `mid_step`: an
-    interrupted run's, off the validation grid), atomically."""
+    interrupted run's, off the validation grid), atomically; `made_with`: the identity of its configuration."""
     out = path.parent
     checkpoint = {
+        IDENTITY: made_with,
         "epoch": 0,
         "global_step": step,
         "pytorch-lightning_version": L.__version__,

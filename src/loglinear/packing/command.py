@@ -20,11 +20,13 @@ def pack_command(configs: Sequence[str]) -> int:
         keep_freed_memory_unless_off()  # as `loglinear train` does (runs/memory.py)
     except ConfigError as e:
         return fail(f"error: {e}", 2)
-    from loglinear.packing.train import train_pack
+    from loglinear.packing.train import MemberFailed, train_pack
 
-    def failure(e: Exception) -> str:  # recorded in each unfinished run's result.json as status "failed"
+    def failure(e: Exception) -> str:  # recorded in each unfinished run's result.json (or its own) as "failed"
         if isinstance(e, OSError):
             return fault_line(e)
+        if isinstance(e, MemberFailed):
+            return f"failed: {e}"
         return f"failed: {type(e).__name__}: {e} (each unfinished run of the pack is marked failed)"
 
     return guarded(lambda: train_pack(cfgs), ", ".join(cfg.out_dir for cfg in cfgs), failure)[1]

@@ -31,9 +31,14 @@ class PackError(ConfigError):
     """Runs that cannot be trained together; the message is one line naming the difference."""
 
 
-def shared_part(cfg: RunConfig) -> dict[str, Any]:
-    """What the runs of one pack must share: the configuration without the PER_RUN keys."""
+def shared_part(cfg: RunConfig, here: bool = False) -> dict[str, Any]:
+    """What the runs of one pack must share: the configuration without the PER_RUN keys; `here`: with
+    `train.precision` as this machine resolves it (`auto` is 32-true without a GPU)."""
     config = to_container(cfg)
+    if here:
+        from loglinear.runs.train import resolved_precision  # the training libraries: for the pack's process only
+
+        config["train"]["precision"] = resolved_precision(cfg.train.precision)
     for key in PER_RUN:
         group, _, name = key.partition(".")
         if not name:
@@ -61,14 +66,16 @@ def check_trainable_packed(cfg: RunConfig) -> None:
 
 
 def check_packable(cfgs: Sequence[RunConfig]) -> None:
-    """Refuse runs that cannot share a pack, naming the first two that differ and the first difference."""
+    """Refuse runs that cannot share a pack, naming the first two that differ and the first difference (on the
+    machine that trains them: `auto` and `32-true` are one precision without a GPU; a sweep groups its runs by the
+    precision they name, `pack_groups`, for they may train elsewhere)."""
     if not cfgs:
         raise PackError("a pack needs at least one run")
     for cfg in cfgs:
         check_trainable_packed(cfg)
-    first = shared_part(cfgs[0])
+    first = shared_part(cfgs[0], here=True)
     for cfg in cfgs[1:]:
-        found = identity_difference(first, shared_part(cfg))
+        found = identity_difference(first, shared_part(cfg, here=True))
         if found:
             raise PackError(f"{cfgs[0].out_dir} and {cfg.out_dir} cannot share a pack: they differ in {found} "
                             f"(a pack's runs differ only in {', '.join(PER_RUN)})")

@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 from loglinear.models.backbone import LanguageModel, build_model
 from loglinear.packing.checkpoint import model_weights, save_checkpoint
 from loglinear.runs.checkpoints import resume_point
-from loglinear.runs.config import RunConfig, solved_threshold
+from loglinear.runs.config import RunConfig, identity, solved_threshold, to_container
 from loglinear.runs.evaluation import Evaluation, count_transitions, logged, score, transition_fractions
 from loglinear.runs.folder import INTERRUPTED, LAST
 from loglinear.runs.init_from import load_initial_weights
@@ -51,6 +51,7 @@ class Member:
     model: LanguageModel = field(init=False)
     metrics: MetricsFile = field(init=False)
     tracker: RunTracker = field(init=False)
+    made_with: dict[str, Any] = field(init=False)  # its identity, recorded in its checkpoints
     step: int = 0
     status: str | None = None
     result: dict[str, Any] | None = None
@@ -59,6 +60,7 @@ class Member:
 
     def __post_init__(self) -> None:
         cfg = self.cfg
+        self.made_with = identity(to_container(cfg))
         resume = resume_point(self.out)
         rows = 0 if resume is None else int(resume.checkpoint.get("callbacks", {}).get("RunTracker", {})
                                              .get("metrics_rows", 0))
@@ -134,7 +136,8 @@ class Member:
     def save(self, optimizer_state: dict[str, Any], name: str = LAST) -> None:
         """Its checkpoint: last.ckpt at a validation or its end, interrupted.ckpt off the validation grid."""
         save_checkpoint(self.out / name, self.model, self.cfg.train, self.step, optimizer_state,
-                        self.tracker.state_dict(), len(self.datamodule.val_dataloader()), mid_step=name == INTERRUPTED)
+                        self.tracker.state_dict(), len(self.datamodule.val_dataloader()),
+                        self.made_with, mid_step=name == INTERRUPTED)
 
     def finish(self, status: str, optimizer_state: dict[str, Any], wall: float, gpu: str | None,
                peak: int | None) -> dict[str, Any]:

@@ -16,7 +16,11 @@ until the earlier ones catch up.
 
 A signal (SIGINT, SIGTERM) lets the step in flight finish, then every training run saves `interrupted.ckpt` (or
 keeps the `last.ckpt` of a validation at that step) and `Interrupted` is raised; a second signal stops at once.
-Any other error ends every unfinished run of the pack as `failed` (rerunning retries them) and is raised.
+A run's own bad input ends that run alone, as it would end alone: its folder held by another process, or holding
+another run or progress made under another configuration (refused: nothing written), a `train.init_from` that is
+no finished run or a checkpoint that does not load into its model (`failed`); the others train on, and the error
+is raised once they have ended (a refusal before a failure). Any other error ends every unfinished run of the
+pack as `failed` (rerunning retries them) and is raised.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from loglinear.packing.batches import PackStream
 from loglinear.packing.compatibility import check_packable
 from loglinear.packing.member import Member, say
 from loglinear.packing.step import PackedStep
-from loglinear.runs.config import RunConfig, to_yaml
+from loglinear.runs.config import ConfigError, RunConfig, to_yaml
 from loglinear.runs.folder import CONFIG, INTERRUPTED, LOCK, DiskFull, exclusive, write_text_atomic
 from loglinear.runs.interrupt import SIGNALS, Interrupted
 from loglinear.runs.machine import gpu_name
@@ -119,9 +123,10 @@ class _Live:
 def train_pack(cfgs: Sequence[RunConfig]) -> list[dict[str, Any]]:
     """Train (or resume, or skip when finished) the runs of `cfgs` together; their results, in order.
 
-    Raises `PackError` for runs that cannot share a pack, ConfigError when a folder holds another run or another
-    process trains it, `Interrupted` on a signal (every run stays resumable, packed or alone), `DiskFull` when
-    the disk is full. Any other exception is recorded as status `failed` in every unfinished run and re-raised.
+    Raises `PackError` for runs that cannot share a pack, `Interrupted` on a signal (every run stays resumable,
+    packed or alone), `DiskFull` when the disk is full; once the others have ended, the ConfigError of a run refused
+    (its folder held by another process, or holding another run) or failed on its own input, or `MemberFailed`. Any
+    other exception is recorded as status `failed` in every unfinished run and re-raised.
     """
     check_packable(cfgs)
     for cfg in cfgs:
@@ -130,37 +135,62 @@ def train_pack(cfgs: Sequence[RunConfig]) -> list[dict[str, Any]]:
     autocast = _autocast(cfgs[0], device)
     started = time.time()
     results: list[dict[str, Any] | None] = [None] * len(cfgs)
+    ended: list[Exception] = []  # the runs that their own input ended, refused or failed
     with contextlib.ExitStack() as held:
-        members: list[tuple[int, Member]] = []
+        todo = []
         for i, cfg in enumerate(cfgs):
             out = Path(cfg.out_dir)
             out.mkdir(parents=True, exist_ok=True)
-            held.enter_context(exclusive(out / LOCK, f"another process is training the run in {out}; wait for it "
-                                                      "or use another out_dir"))
-            previous = finished_result(cfg, out)
+            try:
+                held.enter_context(exclusive(out / LOCK, f"another process is training the run in {out}; wait for "
+                                                          "it or use another out_dir"))
+                previous = finished_result(cfg, out)
+            except ConfigError as e:  # refused as alone: nothing written
+                ended.append(e)
+                continue
             if previous is not None:
                 results[i] = previous
                 continue
             write_text_atomic(out / CONFIG, to_yaml(cfg))
+            todo.append(i)
         if device.type == "cuda":
             torch.cuda.init()
             torch.cuda.reset_peak_memory_stats(device)
+        members: list[tuple[int, Member]] = []
+        for i in todo:
+            try:
+                members.append((i, Member(cfgs[i], Path(cfgs[i].out_dir), device, autocast)))
+            except Exception as e:  # its train.init_from, its checkpoint: it fails as alone, the others train on
+                record_failure(cfgs[i], Path(cfgs[i].out_dir), e, started)
+                ended.append(ConfigError(f"{cfgs[i].out_dir}: {e}") if isinstance(e, ConfigError) else
+                             MemberFailed(cfgs[i].out_dir, e))
         try:
-            for i, cfg in enumerate(cfgs):
-                if results[i] is None:
-                    members.append((i, Member(cfg, Path(cfg.out_dir), device, autocast)))
             with _Stop() as stop:
                 _train(members, device, autocast, started, stop)
         except (Interrupted, KeyboardInterrupt, DiskFull):
             raise
         except Exception as e:
-            for i, cfg in enumerate(cfgs):
-                if results[i] is None and not any(j == i and m.status for j, m in members):
-                    record_failure(cfg, Path(cfg.out_dir), e, started)
+            for i, m in members:
+                if not m.status:
+                    record_failure(cfgs[i], Path(cfgs[i].out_dir), e, started)
             raise
     for i, m in members:
         results[i] = m.result
+    if ended:  # a refusal first: it leaves a run without a result, which its caller must not read as a crash
+        ended.sort(key=lambda e: not isinstance(e, ConfigError))
+        for e in ended[1:]:
+            say(f"error: {e}" if isinstance(e, ConfigError) else f"failed: {e}")
+        raise ended[0]
     return results  # type: ignore[return-value]
+
+
+class MemberFailed(Exception):
+    """A run of a pack that failed on its own input (its result says so) while the others trained on."""
+
+    def __init__(self, out_dir: str, error: Exception) -> None:
+        first = (str(error).splitlines() or [""])[0]
+        super().__init__(f"{out_dir}: {type(error).__name__}: {first} (see {out_dir}/result.json; the other runs of "
+                         f"the pack trained on)")
 
 
 def _train(indexed: list[tuple[int, Member]], device: torch.device, autocast: Callable[[], Any], started: float,

@@ -36,7 +36,8 @@ from loglinear.runs.folder import FINISHED, RESULT, read_result
 from loglinear.runs.machine import machine_label
 from loglinear.runs.metrics_rows import METRICS, read_rows, validation_history
 from loglinear.runs.stopping import BUDGET_ENDS, budget_label, budget_validations, convergence, crossing_step
-from loglinear.sweeps.manifest import read_manifest
+from loglinear.sweeps.manifest import manifest_of, read_manifest
+from loglinear.sweeps.spec import Run, SweepSpec
 from loglinear.sweeps.spec_keys import CONFIRMATION, LR_KEY, ReportConfig, TwoStage, report_config, two_stage
 
 MIXER_KEY, LAMBDA_KEY, COLUMN_KEY = "model.mixer", "model.lambda_param", "model.d_model"
@@ -345,8 +346,17 @@ def load_sweep(out: str | Path) -> Sweep:
     """Read `out/manifest.json` and every expected run's result.json (missing ones included). A result.json whose
     configuration is not its run's (a folder holding another run's files) is `unreadable`, never reported under
     the manifest's run."""
-    out = Path(out)
-    manifest = read_manifest(out)
+    return sweep_in(read_manifest(Path(out)), Path(out))
+
+
+def sweep_at(spec: SweepSpec, runs: list[Run], out: Path) -> Sweep:
+    """The sweep of `runs` of `spec` with the results their folders in `out` hold, whatever the manifest there
+    lists: what `load_sweep` reads once the manifest expects exactly them."""
+    return sweep_in(manifest_of(spec, runs, out), out)
+
+
+def sweep_in(manifest: dict[str, Any], out: Path) -> Sweep:
+    """The sweep that `manifest` expects in the sweep folder `out`, with the results of its runs' folders."""
     records = []
     for entry in manifest["runs"]:
         try:

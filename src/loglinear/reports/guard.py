@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from loglinear.protocol.held import unplanned
 from loglinear.protocol.results import Sweep
 from loglinear.reports.files import CSV, TABLE, read_csv
 from loglinear.reports.tables import finished_count
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.manifest import MANIFEST, read_manifest
-from loglinear.sweeps.plan import stray
-from loglinear.sweeps.spec import Run, SpecError, SweepSpec, expand
+from loglinear.sweeps.spec import Run, SweepSpec
 
 
 def protect_report(out: Path, sweep: Sweep, force: bool = False) -> None:
@@ -45,28 +45,17 @@ def protect_before_run(out: Path, spec: SweepSpec, runs: list[Run]) -> None:
     `spec` no longer plans: none of `runs` (its first stage), nor an extension or confirmation run of it
     (sweeps/plan.py), as the sweep's manifest records it."""
     planned = {i for run in runs for i in run.ids}
-    unplanned = sorted(reported_runs(out) - planned)
-    if not unplanned:
+    unplanned_ids = sorted(reported_runs(out) - planned)
+    if not unplanned_ids:
         return
     entries = {e["id"]: e for e in read_manifest(out)["runs"]} if (out / MANIFEST).is_file() else {}
-    for rid in unplanned:
-        reason = _unplanned(spec, runs, entries.get(rid))
+    for rid in unplanned_ids:
+        entry = entries.get(rid)
+        reason = f"it is not in {MANIFEST}" if entry is None else unplanned(spec, runs, entry)[1]
         if reason is not None:
             raise ConfigError(
                 f"{out / CSV} reports run {rid} as finished, and {spec.path or spec.name} does not plan it ({reason}): "
                 f"nothing was written; restore the spec's runs, or run it into another --out")
-
-
-def _unplanned(spec: SweepSpec, runs: list[Run], entry: dict | None) -> str | None:
-    if entry is None:
-        return f"it is not in {MANIFEST}"
-    try:
-        [run] = expand(spec, [(entry.get("point", {}), entry.get("stage"))])
-    except SpecError as e:
-        return f"its values do not resolve: {e}"
-    if entry["id"] not in run.ids:
-        return "its values make another run under this spec"
-    return stray(spec, runs, run)
 
 
 def reported_runs(out: Path) -> set[str]:

@@ -5,7 +5,8 @@ The CSV must hold the whole study the spec plans, each run once: its first stage
 grid extensions, each on every selection seed, and exactly the confirmation runs that its selection rows pick
 (sweeps/plan.py). Each row's varied values (the CSV's last columns) must be those of its run, its stage the one
 the protocol gives its seed, its status one a report writes. Anything else (a row deleted, a CSV cut short,
-another spec's CSV, a selection row edited so that the pick moves, a blank stage) is refused with one line naming
+another spec's CSV, a selection row edited so that the pick moves, a blank stage, a number that is not finite,
+an accuracy outside [0, 1]) is refused with one line naming
 the line or the run, never half-read. A run's result is rebuilt from its columns; what the CSV does not hold is
 left out, never filled in, and named in `Sweep.unavailable`, which the report prints under its protocol line.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,8 @@ ROW_STATUSES = (*STATUSES, "missing", "unreadable")
 """The statuses a report writes (`Record.status`)."""
 NUMBERS = {"val_accuracy": float, "steps_to_threshold": int, "step": int, "params": int, "wall_time_s": float}
 """result.json's numbers that results.csv holds under the same name."""
+ACCURACIES = ("val_accuracy", "val_score", "test_score")
+"""The columns besides the test metrics `test/acc...` that hold an accuracy: a hand-edited 1.7 or nan is refused."""
 TRUE, FALSE = ("true", "1"), ("false", "0")
 """How a boolean cell may be spelled, in any case (Python, spreadsheets and R write True, TRUE, 1)."""
 TEST_PREFIX, STATE_PREFIX, RECALL_STATE = "test/", "state_size_", "state_at_recall_"
@@ -290,9 +294,14 @@ def _text(value: Any) -> str:
 
 
 def _result(row: dict[str, str], header: list[str], config: RunConfig) -> dict[str, Any]:
-    """The parts of a run's result.json that its row holds ({} for a run without a result)."""
+    """The parts of a run's result.json that its row holds ({} for a run without a result); a number that is not
+    finite, or an accuracy outside [0, 1], is a ValueError naming its column."""
     if row["status"] == "missing":
         return {}
+    for column in header:
+        if row.get(column) and (column in NUMBERS or column.startswith((TEST_PREFIX, RECALL_STATE))
+                                or _is_accuracy(column)):
+            _number(column, row[column])
     result: dict[str, Any] = {"status": row["status"], "steps_to_threshold": None}
     result |= {key: kind(float(row[key])) for key, kind in NUMBERS.items() if row.get(key)}
     if row["val_score"]:
@@ -308,6 +317,21 @@ def _result(row: dict[str, str], header: list[str], config: RunConfig) -> dict[s
     if row.get(ERROR):
         result["error"] = row[ERROR]
     return result
+
+
+def _is_accuracy(column: str) -> bool:
+    """Whether results.csv's `column` holds an accuracy (a fraction): the validation scores and every test accuracy."""
+    return column in ACCURACIES or column.startswith(f"{TEST_PREFIX}acc")
+
+
+def _number(column: str, text: str) -> float:
+    """The number in a cell of `column`; not finite, or an accuracy outside [0, 1], is a ValueError saying so."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{column} {text!r} is not a finite number")
+    if _is_accuracy(column) and not 0 <= value <= 1:
+        raise ValueError(f"{column} {text} is not an accuracy, a fraction in [0, 1]")
+    return value
 
 
 def _state_sizes(row: dict[str, str], header: list[str], config: RunConfig) -> dict[str, Any]:

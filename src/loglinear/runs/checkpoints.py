@@ -1,21 +1,26 @@
 """A run's checkpoints: written atomically, verified before a resume, and set aside (never trusted) when corrupt.
 
 `last.ckpt` is saved after every validation and `interrupted.ckpt` when a run is stopped by a signal
-(at the start of a training step, so the step counters and the validation schedule resume exactly).
+(at the start of a training step, so the step counters and the validation schedule resume exactly). Each records
+the identity of the configuration that made its progress (`IDENTITY`): a run resumes only under that one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+import lightning as L
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from loglinear.runs.folder import INTERRUPTED, LAST, write_atomic
 
 CORRUPT_SUFFIX = ".corrupt"
+IDENTITY = "run_identity"
+"""The checkpoint key of the identity of the configuration that made its progress (`made_with`)."""
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -55,6 +60,16 @@ class _Writes:
         self.f.flush()
 
 
+class MadeWith(L.Callback):
+    """Records in each checkpoint Lightning writes the identity of the configuration that made it (`IDENTITY`)."""
+
+    def __init__(self, identity: dict[str, Any]) -> None:
+        self.identity = identity
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        checkpoint[IDENTITY] = self.identity
+
+
 class Resume(NamedTuple):
     """The checkpoint a run resumes from and its contents."""
 
@@ -66,6 +81,38 @@ class Resume(NamedTuple):
         return int(self.checkpoint.get("global_step", 0))
 
 
+def _candidates(out: Path) -> list[Path]:
+    """The run's checkpoints, the newest first: the order a resume tries them in."""
+    candidates = [p for p in (out / LAST, out / INTERRUPTED) if p.is_file()]
+    return sorted(candidates, key=lambda p: p.stat().st_mtime_ns, reverse=True)
+
+
+def _read(path: Path, mmap: bool = False) -> dict[str, Any]:
+    checkpoint = torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise ValueError("not a Lightning checkpoint")
+    return checkpoint
+
+
+def made_with(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """What a checkpoint records of the configuration that made its progress: the run's identity (runs/config.py
+    `identity`); a checkpoint written before it recorded that, the learning rate of its schedule only."""
+    if isinstance(checkpoint.get(IDENTITY), dict):
+        return checkpoint[IDENTITY]
+    with contextlib.suppress(LookupError, TypeError):
+        return {"train": {"lr": checkpoint["lr_schedulers"][0]["base_lrs"][0]}}
+    return {}
+
+
+def progress(out: Path) -> Resume | None:
+    """The checkpoint a resume of the run in `out` would start from, read without changing anything (None: none
+    readable); its tensors are mapped, not loaded."""
+    for path in _candidates(out):
+        with contextlib.suppress(Exception):  # unreadable: `resume_point` sets it aside
+            return Resume(path, _read(path, mmap=True))
+    return None
+
+
 def resume_point(out: Path) -> Resume | None:
     """The newest readable checkpoint of the run in `out` (None: start from step 0).
 
@@ -73,14 +120,10 @@ def resume_point(out: Path) -> Resume | None:
     version, a truncated copy) is renamed to `<name>.corrupt` with one line on stderr saying so and
     where the run resumes instead.
     """
-    candidates = [p for p in (out / LAST, out / INTERRUPTED) if p.is_file()]
-    candidates.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
     set_aside = []
-    for path in candidates:
+    for path in _candidates(out):
         try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=False)
-            if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-                raise ValueError("not a Lightning checkpoint")
+            checkpoint = _read(path)
         except Exception as e:  # any failure to read means the file is not to be trusted
             aside = path.with_name(path.name + CORRUPT_SUFFIX)
             path.replace(aside)

@@ -30,7 +30,7 @@ from loglinear.checks import check_float, check_int
 from loglinear.identity import ADDED, EXCLUDED, LABEL, field_types, with_role
 from loglinear.identity import identity as declared_identity
 from loglinear.models.config import SHARE_FROM_TRAINED, ModelConfig, share_from_for_training_length
-from loglinear.models.mixers import check_model
+from loglinear.models.mixers import MIXERS, check_model
 from loglinear.runs.stopping import budget_validations
 from loglinear.synthetics import DataConfig
 from loglinear.synthetics.config import (
@@ -297,13 +297,6 @@ def user_config(preset: str | Path | None, overrides: Sequence[str] = (), base: 
         raise ConfigError(_one_line(e)) from None
 
 
-MIS_COMPILED = {
-    "log_linear_gated_deltanet": "its compiled gradients are wrong at 256 tokens (A_log and dt_bias off by 5-37% "
-                                 "against eager on the CPU, the operator alone compiling right); train it eagerly",
-}
-"""Mixers whose compiled training step is known to be wrong, and what was seen."""
-
-
 def resolve(user: DictConfig) -> RunConfig:
     """Check `user` against `RunConfig`, fill the data-derived model keys (vocab_size, max_len, a
     lambda_share_from_level of "trained"), and build the typed config."""
@@ -378,9 +371,22 @@ def build(values: dict[str, Any], given_model: set[str]) -> RunConfig:
         cfg.out_dir = cfg.out_dir.replace("{run_id}", run_id(cfg))
     if cfg.logger.wandb.mode not in ("offline", "online", "disabled"):
         raise ConfigError(f"logger.wandb.mode must be offline, online or disabled, got {cfg.logger.wandb.mode!r}")
-    if cfg.train.compile and cfg.model.mixer in MIS_COMPILED:
-        raise ConfigError(f"train.compile=true with model.mixer={cfg.model.mixer}: {MIS_COMPILED[cfg.model.mixer]}")
+    if cfg.train.compile:
+        refused = compile_refusal(cfg.model.mixer)
+        if refused:
+            raise ConfigError(f"train.compile=true with model.mixer={cfg.model.mixer}: {refused}")
     return cfg
+
+
+def compile_refusal(mixer: str) -> str | None:
+    """Why the mixer that `mixer` names (a name or an import path) is not trained compiled: the `compile_defect` of
+    its class, inherited by a subclass that does not set its own; None when none is known."""
+    cls = MIXERS[mixer]
+    if cls.compile_defect is None:
+        return None
+    declared = next(c for c in cls.__mro__ if "compile_defect" in vars(c))
+    inherited = "" if declared is cls else f" (as {declared.__module__}:{declared.__qualname__}, which it extends)"
+    return f"{cls.compile_defect}{inherited}"
 
 
 @functools.lru_cache(maxsize=1024)

@@ -6,7 +6,8 @@ The run directory (`cfg.out_dir`) holds:
 - `metrics.csv`  every logged metric (`metrics_file.MetricsFile`), kept whole across resumes;
 - `last.ckpt`    saved after every validation and at the end of training, and `interrupted.ckpt` when a
                  signal stopped the run; a rerun resumes from the newer on exactly the data stream and
-                 validation schedule it would have seen (batches are keyed by (seed, step));
+                 validation schedule it would have seen (batches are keyed by (seed, step)), and only under
+                 the configuration that made it, which each records (`checkpoints.IDENTITY`);
 - `result.json`  written atomically at the end: `status` (early_stopped, max_steps, diverged,
                  failed), `val_accuracy` (best), `step`, `steps_to_threshold` (the step at which the run
                  became solved: validation accuracy strictly above `train.early_stop_threshold`, or above SOLVED
@@ -48,7 +49,7 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.kernels.cpp_compiler import cpp_compiler
-from loglinear.runs.checkpoints import Resume, resume_point
+from loglinear.runs.checkpoints import IDENTITY, MadeWith, Resume, made_with, progress, resume_point
 from loglinear.runs.config import (
     ConfigError,
     RunConfig,
@@ -150,7 +151,8 @@ def _train(cfg: RunConfig, out: Path, callbacks: Sequence[Any], writes: bool) ->
 
 def finished_result(cfg: RunConfig, out: Path) -> dict[str, Any] | None:
     """The result of the run of `cfg` when `out` holds it finished (it is not redone), else None; a ConfigError
-    when `out` holds another run that got somewhere, or a run finished with another configuration."""
+    when `out` holds another run that got somewhere, a run finished with another configuration, or progress made
+    under another configuration (`check_progress`)."""
     config_path = out / CONFIG
     other = config_path.is_file() and identity(_load_config(config_path)) != identity(to_container(cfg))
     if other and _has_progress(out):
@@ -162,15 +164,37 @@ def finished_result(cfg: RunConfig, out: Path) -> dict[str, Any] | None:
     except ValueError as e:
         previous = None
         print(f"loglinear train: {e}; the run is resumed as if it had none", file=sys.stderr, flush=True)
+    now = identity(to_container(cfg))
     if previous is not None and previous.get("status") in FINISHED:
         finished_with = previous.get("config")
-        now = identity(to_container(cfg))
         found = isinstance(finished_with, dict) and identity_difference(identity(finished_with), now)
         if found:
             raise ConfigError(f"{out} holds a run finished with another configuration ({found}; the "
                               f"config of its result.json): an edited config.yaml does not redo it; use a new out_dir")
         return previous
+    check_progress(out, now)
     return None
+
+
+def check_progress(out: Path, now: dict[str, Any]) -> None:
+    """A ConfigError when the checkpoint the run in `out` would resume from was made under another configuration
+    than `now` (an identity), in what that checkpoint records of it (`checkpoints.made_with`)."""
+    resume = progress(out)
+    if resume is None:
+        return
+    recorded = made_with(resume.checkpoint)
+    found = identity_difference(recorded, now if IDENTITY in resume.checkpoint else _part(recorded, now))
+    if found:
+        raise ConfigError(f"{out} holds progress made with another configuration ({resume.path.name} at step "
+                          f"{resume.step}: {found}), which a resume would mix with this one: restore the configuration "
+                          f"it was made with, or start the run anew in a new out_dir (or with its folder moved aside)")
+
+
+def _part(keys: Any, values: Any) -> Any:
+    """`values` (nested dicts) at the keys of `keys` only."""
+    if isinstance(keys, dict) and isinstance(values, dict):
+        return {k: _part(v, values.get(k)) for k, v in keys.items()}
+    return values
 
 
 def record_failure(cfg: RunConfig, out: Path, error: Exception, started: float) -> None:
@@ -258,6 +282,7 @@ def _fit_run(cfg: RunConfig, out: Path, started: float, extra_callbacks: Sequenc
     callbacks: list[Any] = [
         tracker,  # stops the run once it is solved (runs/stopping.py)
         stop,
+        MadeWith(identity(to_container(cfg))),
         ModelCheckpoint(dirpath=out, filename="last", enable_version_counter=False),  # rewritten at each validation
         *extra_callbacks,
     ]

@@ -12,7 +12,7 @@ from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED, status_of
 from loglinear.runs.stopping import TOO_SHORT, budget_validations
 from loglinear.sweeps import runner
-from loglinear.sweeps.gpu_estimate import gpu_time_lines, read_figures
+from loglinear.sweeps.gpu_estimate import figures_warning, gpu_time_lines, read_figures
 from loglinear.sweeps.manifest import default_out, read_manifest, run_dir
 from loglinear.sweeps.progress import Progress
 from loglinear.sweeps.runner import SweepOutcome
@@ -36,11 +36,21 @@ class Launch:
     deadline: float | None = None
 
     def __post_init__(self) -> None:
+        """Refuse arguments that do not go together, before the sweep's folder is made."""
         if self.runs_per_gpu is not None and self.launcher != "local":
             raise ConfigError("--runs-per-gpu is for the local launcher (a Slurm task trains one run on its own GPU)")
         if self.deadline is not None and self.launcher != "local":
             raise ConfigError("--time-limit is for the local launcher (Slurm stops and requeues its tasks at their own "
                               "time limit: --executor timeout_min=M)")
+        if self.executor and self.launcher != "submitit":
+            raise ConfigError("--executor is for --launcher submitit (AutoExecutor parameters); the local launcher "
+                              "takes --workers or --runs-per-gpu")
+        if self.launcher == "submitit":
+            from loglinear.sweeps.launchers import parse_executor_args
+
+            parse_executor_args(list(self.executor))
+        if self.runs_per_gpu is not None:
+            runner.worker_envs(None, 1, runner.visible_gpus(), 1, runs_per_gpu=self.runs_per_gpu)
 
     def __call__(self, name: str, runs: list[Run], out: Path) -> SweepOutcome:
         """Run `runs` (skipping finished ones), showing progress under `name`."""
@@ -83,7 +93,11 @@ def print_plan(spec: SweepSpec, runs: list[Run], out: Path, pack: int | None = N
               f"{', '.join(map(str, sizes)) or '-'})")
         for job in jobs:
             print(f"  pack: {' '.join(r.run_id for r in job)}")
-        for line in gpu_time_lines(spec, jobs, lambda stage: runner.jobs_of(stage, pack), read_figures()):
+        figures = read_figures()
+        warning = figures_warning(figures)
+        if warning:
+            print(f"loglinear sweep: {warning}", file=sys.stderr)
+        for line in gpu_time_lines(spec, jobs, lambda stage: runner.jobs_of(stage, pack), figures):
             print(line)
     short = budget_too_short(runs)
     if short:

@@ -12,6 +12,7 @@ gains with size on a GPU, so that overstates the time), of the smallest above it
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -33,6 +34,9 @@ class PackingFigures:
     date: str
     batch: int
     rates: dict[tuple[str, int, int], float]
+    left_out: tuple[str, ...] = ()
+    """The rows whose run-steps/s is not a positive number (a hand-edited 0), each as `mixer d_model D pack N: 'text'`:
+    no estimate reads them."""
 
     def rate(self, mixer: str, d_model: int, size: int) -> tuple[float, int] | None:
         """Run-steps/s for a pack of `size` runs (1: a run alone) and the pack size it was measured at (0: alone)."""
@@ -62,13 +66,34 @@ def read_figures(path: Path | None = None) -> PackingFigures | None:
         return None
     date = re.search(r"^- date: (.*)$", body, re.M)
     batch = re.search(r"\bbatch (\d+)", body)
-    rates = {}
-    for mixer, d_model, pack, rate in re.findall(r"^\| (\w+) \| (\d+) \| (alone|\d+) \| ([\d.,]+) \|", body, re.M):
-        rates[mixer, int(d_model), 0 if pack == "alone" else int(pack)] = float(rate.replace(",", ""))
-    if batch is None or not rates:
+    rates, left_out = {}, []
+    for mixer, d_model, pack, text in re.findall(r"^\| (\w+) \| (\d+) \| (alone|\d+) \| ([^|]*?) \|", body, re.M):
+        rate = _positive(text)
+        if rate is None:
+            left_out.append(f"{mixer} d_model {d_model} pack {pack}: {text!r}")
+            continue
+        rates[mixer, int(d_model), 0 if pack == "alone" else int(pack)] = rate
+    if batch is None or not (rates or left_out):
         return None
     return PackingFigures(machine.group(1).split(", GPU ")[-1], date.group(1) if date else "undated",
-                          int(batch.group(1)), rates)
+                          int(batch.group(1)), rates, tuple(left_out))
+
+
+def _positive(text: str) -> float | None:
+    """A run-steps/s cell as a number (`1,234.5`), or None when it is not a finite number above 0."""
+    try:
+        rate = float(text.replace(",", ""))
+    except ValueError:
+        return None
+    return rate if math.isfinite(rate) and rate > 0 else None
+
+
+def figures_warning(figures: PackingFigures | None) -> str | None:
+    """One line naming the figures that no estimate reads, or None when every one is read."""
+    if figures is None or not figures.left_out:
+        return None
+    return (f"warning: benchmarks/RESULTS.md's \"{SECTION}\" has run-steps/s that are not a positive number, left "
+            f"out of the GPU time: {'; '.join(figures.left_out)}")
 
 
 def stage_seconds(jobs: Sequence[Sequence[Run]], figures: PackingFigures) -> tuple[float, list[str]]:

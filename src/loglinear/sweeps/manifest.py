@@ -3,7 +3,8 @@
 The manifest is written before any run starts, by every launcher, so the report knows which runs
 are missing; under a two-stage protocol it is written again with the confirmation runs once the selection
 is decided (each run has its `stage`); each run folder is what `loglinear train` writes (config.yaml,
-result.json, ...) plus `train.log`, the output of its process.
+result.json, ...) plus `train.log`, the output of its process. `aside/<date>-<time>/` holds the runs that
+`sweep run --set-aside` moved out of the way of an edited spec (protocol/held.py), as they lay.
 
 What a sweep folder records names paths relative to the sweep folder, so that it reads the same wherever it is moved
 or cloned: the manifest's `spec` (`../../configs/sweeps/NAME.yaml` for a folder two levels below the repository) and
@@ -16,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,8 @@ from loglinear.sweeps.spec_keys import as_mapping
 MANIFEST = "manifest.json"
 RUNS = "runs"
 LOG = "train.log"
+ASIDE = "aside"
+"""Where `sweep run --set-aside` moves the runs an edited spec no longer plans (`set_aside`)."""
 
 
 def default_out(spec: SweepSpec) -> Path:
@@ -63,7 +67,13 @@ def adopt_legacy(out: Path, runs: list[Run]) -> list[Run]:
 def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
     """Record the sweep and every run it expects (id, varied values, `loglinear train` arguments, config)."""
     path = out / MANIFEST
-    write_json_atomic(path, {
+    write_json_atomic(path, manifest_of(spec, runs, out))
+    return path
+
+
+def manifest_of(spec: SweepSpec, runs: list[Run], out: Path) -> dict[str, Any]:
+    """The manifest of the sweep folder `out` that expects `runs` of `spec` (what `write_manifest` writes)."""
+    return {
         "name": spec.name,
         "spec": relative_to_sweep(spec.path, out) if spec.path else None,
         "written": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -76,8 +86,7 @@ def write_manifest(out: Path, spec: SweepSpec, runs: list[Run]) -> Path:
              **({"stage": r.stage} if r.stage else {})}
             for r in runs
         ],
-    })
-    return path
+    }
 
 
 def check_owner(out: Path, spec: SweepSpec) -> None:
@@ -93,6 +102,28 @@ def check_owner(out: Path, spec: SweepSpec) -> None:
     if owner != spec.name:
         raise ConfigError(f"{out} holds sweep {owner!r} (its {MANIFEST}), not {spec.name!r} of "
                           f"{spec.path or 'the spec'}: give another --out, or remove {out} to reuse the folder")
+
+
+def set_aside(out: Path, run_ids: list[str], files: tuple[str, ...], target: Path | None = None) -> Path:
+    """Move the run folders `run_ids` of the sweep folder `out`, and its files `files` (its manifest copied), into
+    `target` or a new folder `out/aside/<date>-<time>/`, where they lie as they lay in `out`; nothing is deleted.
+    Returns the folder."""
+    if target is None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        target = out / ASIDE / stamp
+        for n in range(1, 1000):
+            if not target.exists():
+                break
+            target = out / ASIDE / f"{stamp}-{n}"
+    (target / RUNS).mkdir(parents=True, exist_ok=True)
+    if (out / MANIFEST).is_file() and not (target / MANIFEST).exists():
+        shutil.copy2(out / MANIFEST, target / MANIFEST)
+    for name in files:
+        if (out / name).is_file():
+            os.replace(out / name, target / name)
+    for rid in run_ids:
+        os.replace(run_dir(out, rid), target / RUNS / rid)
+    return target
 
 
 def read_manifest(out: Path) -> dict[str, Any]:
