@@ -10,12 +10,20 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.models import LAMBDA_PARAMS, MIXERS, ModelConfig, build_model
-from loglinear.models.mixer_fields import AttentionFields, GatedDeltaNetFields, LogLinearFields, Mamba2Fields
+from loglinear.models.mixer_fields import (
+    AttentionFields,
+    GatedDeltaNetFields,
+    LinearAttentionFields,
+    LogLinearFields,
+    Mamba2Fields,
+    RetNetFields,
+)
 from loglinear.models.mixers import check_model
 
 MODELS = Path(__file__).resolve().parents[2] / "src" / "loglinear" / "models"
-READERS = {AttentionFields: {"attention.py"}, Mamba2Fields: {"mamba2.py"}, GatedDeltaNetFields: {"gated_deltanet.py"},
-           LogLinearFields: {"log_linear.py", "lambda_params.py"}}
+READERS = {AttentionFields: {"attention.py"}, Mamba2Fields: {"mamba2.py"},
+           GatedDeltaNetFields: {"gated_deltanet.py", "deltanet.py"}, LinearAttentionFields: {"linear_attention.py"},
+           RetNetFields: {"retnet.py"}, LogLinearFields: {"log_linear.py", "lambda_params.py"}}
 """The modules of the mixer each group of fields is declared with."""
 
 
@@ -28,7 +36,8 @@ def test_a_mixers_own_fields_are_read_by_its_modules_only(group):
 
 
 BAD_OWN_FIELD = {AttentionFields: dict(rope_base=0.0), Mamba2Fields: dict(A_init_min=4.0, A_init_max=2.0),
-                 GatedDeltaNetFields: dict(deltanet_key_dim=0), LogLinearFields: dict(lambda_bias_init="big")}
+                 GatedDeltaNetFields: dict(deltanet_key_dim=0), LinearAttentionFields: dict(linear_attention_heads=0),
+                 RetNetFields: dict(retnet_heads=0), LogLinearFields: dict(lambda_bias_init="big")}
 
 
 @pytest.mark.parametrize("group", READERS, ids=lambda group: group.__name__)
@@ -45,7 +54,7 @@ def test_registries_hold_the_contract_names():
     assert set(MIXERS.names()) >= {
         "attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet",
     }
-    assert LAMBDA_PARAMS.names() == ["softplus", "bounded", "sigmoid", "softmax", "static", "constant"]
+    assert LAMBDA_PARAMS.names() == ["softplus", "bounded", "sigmoid", "softmax", "static", "constant", "mlp"]
 
 
 def test_registry_miss_lists_valid_names():
@@ -115,9 +124,13 @@ def test_default_heads():
 
 
 def test_mixers_describe_themselves():
-    assert MIXERS.names() == ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet"]
+    assert MIXERS.names() == [
+        "attention", "mamba2", "gated_deltanet", "linear_attention", "retnet", "deltanet", "log_linear_mamba2",
+        "log_linear_gated_deltanet", "log_linear_linear_attention", "log_linear_retnet", "log_linear_deltanet",
+    ]
     assert [m.display_name for _, m in MIXERS.items()] == [
-        "Transformer", "Mamba-2", "Gated DeltaNet", "Log-Linear Mamba-2", "Log-Linear Gated DeltaNet",
+        "Transformer", "Mamba-2", "Gated DeltaNet", "Linear Attention", "RetNet", "DeltaNet", "Log-Linear Mamba-2",
+        "Log-Linear Gated DeltaNet", "Log-Linear Linear Attention", "Log-Linear RetNet", "Log-Linear DeltaNet",
     ]
     for name, mixer in MIXERS.items():
         assert mixer.name == name
