@@ -21,7 +21,7 @@ from .helpers import rel_err
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    fla_layers = pytest.importorskip("fla.layers", reason="fla-core not installed")
+    pytest.importorskip("fla.layers", reason="flash-linear-attention (the test extra) not installed")
     import fla.layers.delta_net
     import fla.layers.linear_attn
     import fla.layers.multiscale_retention
