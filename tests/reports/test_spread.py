@@ -32,15 +32,15 @@ def by_hand(mixer: str, baseline: str) -> float:
     return statistics.stdev(s[mixer] - s[baseline] for s in scores.values()) / 100
 
 
-def study_spec(folder: Path, primary: dict, name: str = "spread") -> Path:
-    """A spec beside a copy of mqar_levels_cpu's spec and results (the layout of configs/sweeps/ and results/)."""
+def study_spec(folder: Path, primary: dict, name: str = "spread", study: str = "mqar_levels_cpu") -> Path:
+    """A spec beside a copy of `study`'s spec and results (the layout of configs/sweeps/ and results/)."""
     sweeps = folder / "configs" / "sweeps"
     sweeps.mkdir(parents=True, exist_ok=True)
-    source = yaml.safe_load((ROOT / "configs" / "sweeps" / "mqar_levels_cpu.yaml").read_text())
+    source = yaml.safe_load((ROOT / "configs" / "sweeps" / f"{study}.yaml").read_text())
     source["base"]["preset"] = str(ROOT / "configs" / "mqar_cpu.yaml")
-    (sweeps / "mqar_levels_cpu.yaml").write_text(yaml.safe_dump(source, sort_keys=False))
-    if not (folder / "results" / "mqar_levels_cpu").exists():
-        shutil.copytree(LEVELS, folder / "results" / "mqar_levels_cpu")
+    (sweeps / f"{study}.yaml").write_text(yaml.safe_dump(source, sort_keys=False))
+    if not (folder / "results" / study).exists():
+        shutil.copytree(ROOT / "results" / study, folder / "results" / study)
     spec = {"name": name, "base": dict(source["base"]), "grid": {"model.mixer": ["gated_deltanet",
                                                                                 "log_linear_gated_deltanet"]},
             "zip": [{"train.seed": [1, 2, 3], "data.seed": [1, 2, 3]}],
@@ -68,7 +68,6 @@ def test_the_spread_is_read_from_the_committed_study_and_agrees_with_a_count_by_
 
 @pytest.mark.parametrize(("effect", "match"), [
     ({"sd": 0.2}, "gives an sd of 0.1528 \\(15.28 points\\), not the typed 0.2"),
-    ({"sd_cell": None}, "in 2 cells: name one with sd_cell"),
     ({"sd_cell": "d_model=99"}, "holds no comparison"),
     ({"sd_source": "results/nowhere"}, "not found"),
     ({"sd_source": "results/mqar_levels_cpu/design.md"}, "is a file, not a committed study: type the sd"),
@@ -77,6 +76,15 @@ def test_a_spread_that_cannot_be_read_is_refused_in_one_line(tmp_path, effect, m
     primary = {"effect": {"difference": 0.05, "sd_source": "results/mqar_levels_cpu", "sd_cell": GDN_CELL, **effect}}
     with pytest.raises(DesignError, match=match) as error:
         resolve_spread(load_spec(study_spec(tmp_path, primary)))
+    assert "\n" not in str(error.value)
+
+
+def test_a_comparison_made_in_several_cells_needs_its_cell_named(tmp_path):
+    """mamba2_init_cpu compares log-linear Mamba-2 with Mamba-2 under three initialisations."""
+    primary = {"mixer": "log_linear_mamba2", "baseline": "mamba2",
+               "effect": {"difference": 0.1, "sd_source": "results/mamba2_init_cpu"}}
+    with pytest.raises(DesignError, match="in 3 cells: name one with sd_cell") as error:
+        resolve_spread(load_spec(study_spec(tmp_path, primary, study="mamba2_init_cpu")))
     assert "\n" not in str(error.value)
 
 

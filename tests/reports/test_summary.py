@@ -47,7 +47,7 @@ def demo_like_spec(folder: Path) -> Path:
                                       "model.d_model": 16, "train.lr": 1.0e-2, "logger.wandb.mode": "disabled"},
             "grid": {"model.mixer": ["gated_deltanet", "log_linear_gated_deltanet"], "train.seed": [0, 1, 2]},
             "report": {"primary": {"mixer": "log_linear_gated_deltanet", "baseline": "gated_deltanet",
-                                   "test": "steps"}}}
+                                   "test": "steps", "exploratory": True}}}
     path = folder / "small.yaml"
     path.write_text(json.dumps(spec))
     return path

@@ -24,8 +24,8 @@ def _section(machine: str, rows: list[tuple[str, int, str, float]], batch: int =
 
 
 GPU = "AMD EPYC, 16 cores visible, torch 2.13.0 (16 threads), GPU NVIDIA H100 80GB HBM3"
-ROWS = [("gated_deltanet", 16, "alone", 25.0), ("gated_deltanet", 16, "4", 500.0), ("gated_deltanet", 16, "16", 2000.0),
-        ("log_linear_gated_deltanet", 16, "4", 250.0), ("log_linear_gated_deltanet", 16, "16", 1000.0)]
+ROWS = [("gated_deltanet", 32, "alone", 25.0), ("gated_deltanet", 32, "4", 500.0), ("gated_deltanet", 32, "16", 2000.0),
+        ("log_linear_gated_deltanet", 32, "4", 250.0), ("log_linear_gated_deltanet", 32, "16", 1000.0)]
 
 
 def test_no_gpu_figure_is_said_so(tmp_path):
@@ -43,11 +43,11 @@ def test_gpu_figures_are_read_by_mixer_size_and_pack(tmp_path):
     path.write_text(_section(GPU, ROWS))
     figures = read_figures(path)
     assert figures is not None and figures.batch == 256 and figures.machine == "NVIDIA H100 80GB HBM3"
-    assert figures.rate("gated_deltanet", 16, 1) == (25.0, 0)  # a run alone: the alone row
-    assert figures.rate("gated_deltanet", 16, 16) == (2000.0, 16)
-    assert figures.rate("gated_deltanet", 16, 8) == (500.0, 4)  # the largest measured pack below
-    assert figures.rate("gated_deltanet", 16, 2) == (500.0, 4)  # none below: the smallest above
-    assert figures.rate("gated_deltanet", 32, 16) is None
+    assert figures.rate("gated_deltanet", 32, 1) == (25.0, 0)  # a run alone: the alone row
+    assert figures.rate("gated_deltanet", 32, 16) == (2000.0, 16)
+    assert figures.rate("gated_deltanet", 32, 8) == (500.0, 4)  # the largest measured pack below
+    assert figures.rate("gated_deltanet", 32, 2) == (500.0, 4)  # none below: the smallest above
+    assert figures.rate("gated_deltanet", 64, 16) is None
 
 
 @pytest.fixture
@@ -70,13 +70,16 @@ def test_the_dry_run_of_the_paper_study_gives_each_stage_s_gpu_minutes(dry_run):
            "(NVIDIA H100 80GB HBM3, 2026-12-01 10:00, batch 256)" in out
     # a pack of 16 per arm: 22,500 steps x 16 runs at 2,000 and 1,000 run-steps/s = 180 + 360 s
     assert "  these unfinished runs: 2 packs, 9.0 GPU minutes" in out
-    assert "  confirmation, 32 runs: 2 packs, 9.0 GPU minutes" in out
+    # 70 confirmation seeds an arm: 4 packs of 16 (180 and 360 s) and one of 6 at the pack-of-4 rate (270 and 540 s)
+    assert "  confirmation, 140 runs: 10 packs, 49.5 GPU minutes" in out
     # a round adds one rate on the 4 selection seeds to each arm: packs of 4 at 500 and 250 run-steps/s, 180 + 360 s
     assert "  each grid-extension round, if any, at most 8 runs: 2 packs, 9.0 GPU minutes" in out
     only_one = dry_run(_section(GPU, ROWS[:3]))
     assert "these unfinished runs: 2 packs, 3.0 GPU minutes" in only_one
-    assert "3.0 GPU minutes; no figure for log_linear_gated_deltanet at d_model 16, batch 256, pack of 16 " \
+    assert "3.0 GPU minutes; no figure for log_linear_gated_deltanet at d_model 32, batch 256, pack of 16 " \
            "(not counted)" in only_one
+    assert "16.5 GPU minutes; no figure for log_linear_gated_deltanet at d_model 32, batch 256, pack of 16 (4 packs); " \
+           "log_linear_gated_deltanet at d_model 32, batch 256, pack of 6 (not counted)" in only_one
 
 
 def test_the_dry_run_says_plainly_that_no_gpu_figure_exists(dry_run):

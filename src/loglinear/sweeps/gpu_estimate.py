@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,19 +72,19 @@ def read_figures(path: Path | None = None) -> PackingFigures | None:
 
 
 def stage_seconds(jobs: Sequence[Sequence[Run]], figures: PackingFigures) -> tuple[float, list[str]]:
-    """The GPU seconds of the training steps of `jobs` (packs, one after another), and a line for each pack that no
-    figure covers (another mixer, d_model or batch size than measured), which the sum leaves out."""
-    seconds, missing = 0.0, []
+    """The GPU seconds of the training steps of `jobs` (packs, one after another), and a line for each kind of pack
+    that no figure covers (another mixer, d_model or batch size than measured), which the sum leaves out."""
+    seconds, uncovered = 0.0, Counter()
     for job in jobs:
         model = job[0].config.model
         batch = job[0].config.data.batch_size
         found = figures.rate(model.mixer, model.d_model, len(job)) if batch == figures.batch else None
         if found is None:
-            missing.append(f"{model.mixer} at d_model {model.d_model}, batch {batch}, pack of {len(job)}")
+            uncovered[f"{model.mixer} at d_model {model.d_model}, batch {batch}, pack of {len(job)}"] += 1
             continue
         rate, _ = found
         seconds += max(r.config.train.max_steps for r in job) * len(job) / rate
-    return seconds, missing
+    return seconds, [kind if n == 1 else f"{kind} ({n} packs)" for kind, n in uncovered.items()]
 
 
 def describe_figures(figures: PackingFigures | None) -> str:
