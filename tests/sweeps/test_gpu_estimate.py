@@ -78,8 +78,8 @@ def test_the_dry_run_of_the_paper_study_gives_each_stage_s_gpu_minutes(dry_run):
     assert "these unfinished runs: 2 packs, 3.0 GPU minutes" in only_one
     assert "3.0 GPU minutes; no figure for log_linear_gated_deltanet at d_model 32, batch 256, pack of 16 " \
            "(not counted)" in only_one
-    assert "16.5 GPU minutes; no figure for log_linear_gated_deltanet at d_model 32, batch 256, pack of 16 (4 packs); " \
-           "log_linear_gated_deltanet at d_model 32, batch 256, pack of 6 (not counted)" in only_one
+    assert "16.5 GPU minutes; no figure for log_linear_gated_deltanet at d_model 32, batch 256, pack of 16 " \
+           "(4 packs); log_linear_gated_deltanet at d_model 32, batch 256, pack of 6 (not counted)" in only_one
 
 
 def test_the_dry_run_says_plainly_that_no_gpu_figure_exists(dry_run):
