@@ -11,7 +11,7 @@ from torch import Tensor
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import InitLinear, RMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, MixerInit, OperatorInputs
-from loglinear.models.mixer_fields import default_heads
+from loglinear.models.mixer_fields import check_heads, default_heads
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -41,9 +41,7 @@ class DeltaRuleHeads:
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        heads = cls.num_heads(cfg)
-        if cfg.d_model % heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by deltanet_heads={heads}")
+        check_heads(cfg.d_model, cls.num_heads(cfg), "deltanet_heads")
 
 
 class DeltaNet(DeltaRuleHeads, LinearAttentionMixer):

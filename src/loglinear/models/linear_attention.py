@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import InitLinear, RMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, MixerInit, OperatorInputs
-from loglinear.models.mixer_fields import default_heads
+from loglinear.models.mixer_fields import check_heads, default_heads
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -72,9 +72,7 @@ class LinearAttention(LinearAttentionMixer):
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        heads = cls.num_heads(cfg)
-        if cfg.d_model % heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by linear_attention_heads={heads}")
+        check_heads(cfg.d_model, cls.num_heads(cfg), "linear_attention_heads")
 
     def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
         H, K, V = self.n_heads, self.key_dim, self.value_dim

@@ -28,6 +28,15 @@ def default_heads(d_model: int) -> int:
     return 1 if d_model <= 16 else max(2, d_model // 128)
 
 
+def check_heads(d_model: int, heads: int, field: str, *, even_for: str | None = None) -> None:
+    """d_model splits into `heads` heads (ModelConfig.`field`); with `even_for` (what needs it), of an even dim."""
+    if d_model % heads:
+        raise ValueError(f"ModelConfig.d_model={d_model} is not divisible by {field}={heads}")
+    if even_for is not None and (d_model // heads) % 2:
+        raise ValueError(f"ModelConfig.{field}={heads} gives an odd head dim {d_model // heads}; {even_for} needs it "
+                         "even")
+
+
 def _check_option(name: str, value: str, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ValueError(f"ModelConfig.{name}: unknown option {value!r}; valid: {', '.join(valid)}")

@@ -11,7 +11,7 @@ from torch import Tensor
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, InitLinear, apply_rope
 from loglinear.models.linear_mixer import LinearAttentionMixer, MixerInit, OperatorInputs
-from loglinear.models.mixer_fields import default_heads
+from loglinear.models.mixer_fields import check_heads, default_heads
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -66,12 +66,7 @@ class RetNet(LinearAttentionMixer):
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        heads = cls.num_heads(cfg)
-        if cfg.d_model % heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by retnet_heads={heads}")
-        if (cfg.d_model // heads) % 2:
-            raise ValueError(f"ModelConfig.retnet_heads={heads} gives an odd key dim {cfg.d_model // heads}; "
-                             "RetNet's rotary positions need it even")
+        check_heads(cfg.d_model, cls.num_heads(cfg), "retnet_heads", even_for="RetNet's rotary embedding")
 
     def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
         H, K, V = self.n_heads, self.key_dim, self.value_dim
