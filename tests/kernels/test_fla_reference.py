@@ -2,8 +2,9 @@
 `naive_log_linear_attn` (log-linear Mamba-2: its own Fenwick masks, grouped query/key heads),
 `naive_recurrent_gated_delta_rule` (the gated delta rule, token by token, with initial and final state), and
 log-linear Gated DeltaNet as the paper defines it, O = (A ⊙ M^H) V, with A the gated delta rule's matrix read
-off fla's recurrence and M^H built from fla's level masks. Forward and gradients, every implementation of ours
-that runs on the CPU in float64."""
+off fla's recurrence and M^H built from fla's level masks; and the decays of the other bases, with and without
+levels: none (`naive_chunk_linear_attn`, `delta_rule_recurrence`) and RetNet's fixed one per head
+(`naive_retention`). Forward and gradients, every implementation of ours that runs on the CPU in float64."""
 
 import pytest
 import torch
@@ -16,6 +17,9 @@ from .helpers import make_inputs, rel_err
 
 fla_log_linear = pytest.importorskip("fla.ops.log_linear_attn.naive", reason="fla-core not installed")
 fla_delta_rule = pytest.importorskip("fla.ops.gated_delta_rule.naive", reason="fla-core not installed")
+fla_linear_attn = pytest.importorskip("fla.ops.linear_attn.naive", reason="fla-core not installed")
+fla_retention = pytest.importorskip("fla.ops.retention.naive", reason="fla-core not installed")
+fla_deltanet = pytest.importorskip("fla.ops.delta_rule.naive", reason="fla-core not installed")
 
 IMPLS = ["naive", "recurrent", "chunk"]
 DELTA_TOL = 1e-5
@@ -92,3 +96,74 @@ def test_log_linear_gated_deltanet_is_the_papers_form_on_flas_parts(T):
     leaves = [t.requires_grad_() for t in x.args()]
     dy = torch.randn(B, T, H, V, dtype=torch.float64, generator=torch.Generator().manual_seed(T))
     assert_computes(fla_log_linear_delta_rule(*leaves), leaves, "q k v g lam beta".split(), dy, DELTA_TOL, 16)
+
+
+BASES, BASE_IDS = [("none", False), ("retention", False), ("none", True)], ["linear_attention", "retnet", "deltanet"]
+"""The decay (none, or RetNet's fixed one) and whether the delta rule applies, of each new base."""
+
+
+def retention_decay(B, T, H):
+    """RetNet's log decay log(1 - 2^(-5 - h)) per head, at every token."""
+    return (1 - 2.0 ** (-5.0 - torch.arange(H, dtype=torch.float64))).log().expand(B, T, H)
+
+
+def fixed_decay(kind, B, T, H):
+    return torch.zeros(B, T, H, dtype=torch.float64) if kind == "none" else retention_decay(B, T, H)
+
+
+def single_state_reference(kind, q, k, v, beta):
+    """fla's reference of the base whose decay is `kind`, for our single-state operator's inputs (whose q carries
+    the scale K^-0.5 that fla's references apply themselves); (B, T, H, ...) layout."""
+    K = q.shape[-1]
+    if beta is not None:
+        bhtd = [t.transpose(1, 2) for t in (q * K**0.5, k, v, beta)]
+        return fla_deltanet.delta_rule_recurrence(*bhtd)[0].transpose(1, 2).double()
+    if kind == "none":
+        return fla_linear_attn.naive_chunk_linear_attn(q * K**0.5, k, v)
+    bhtd = [t.transpose(1, 2) for t in (q * K**0.5, k, v)]
+    return fla_retention.naive_retention(*bhtd).transpose(1, 2).double()
+
+
+@pytest.mark.parametrize("kind, delta", BASES, ids=BASE_IDS)
+def test_the_new_bases_decays_are_flas_references(kind, delta):
+    """lam None: linear attention (no decay), RetNet (fixed decay) and DeltaNet (delta rule, no decay) are fla's
+    references of them; to float32's rounding where those compute in float32 (retention's decay mask, the delta
+    rule), else to float64's. T = 128: fla's chunked linear attention takes multiples of 64."""
+    B, T, H, K, V = 2, 128, 3, 8, 6
+    x = make_inputs(B, T, H, K, V, delta=delta, levels=False, seed=11)
+    g = fixed_decay(kind, B, T, H)
+    leaves = [t.requires_grad_() for t in (x.q, x.k, x.v)] + ([x.beta.requires_grad_()] if delta else [])
+    q, k, v, *beta = leaves
+    dy = torch.randn(B, T, H, V, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    o_ref = single_state_reference(kind, q, k, v, beta[0] if delta else None)
+    g_ref = torch.autograd.grad(o_ref, leaves, dy)
+    tol = 1e-10 if (kind, delta) == ("none", False) else DELTA_TOL
+    for impl in IMPLS:
+        o, _ = log_linear_attn(q, k, v, g, None, beta[0] if delta else None, impl=impl, chunk_size=16)
+        assert rel_err(o, o_ref) < tol, impl
+        for name, a, r in zip("q k v beta".split(), torch.autograd.grad(o, leaves, dy), g_ref, strict=False):
+            assert rel_err(a, r) < tol, (impl, name)
+
+
+@pytest.mark.parametrize("kind, delta", BASES, ids=BASE_IDS)
+def test_the_new_bases_log_linear_variants_are_flas_forms(kind, delta):
+    """With levels, the fixed decays through fla's log-linear reference (beta None) or the paper's form on fla's
+    delta rule (`fla_log_linear_delta_rule`, g fixed), gradients of q, k, v, lam (and beta)."""
+    B, T, H, K, V = 2, 45, 2, 8, 5
+    x = make_inputs(B, T, H, K, V, delta=delta, seed=13)
+    g = fixed_decay(kind, B, T, H)
+    names = "q k v lam beta".split() if delta else "q k v lam".split()
+    leaves = [getattr(x, n).requires_grad_() for n in names]
+    q, k, v, lam, *beta = leaves
+    dy = torch.randn(B, T, H, V, dtype=torch.float64, generator=torch.Generator().manual_seed(T))
+    if delta:
+        o_ref = fla_log_linear_delta_rule(q, k, v, g, lam, beta[0])
+    else:
+        o_ref = fla_log_linear.naive_log_linear_attn(q, k, v, g, lam, scale=1.0)
+    g_ref = torch.autograd.grad(o_ref, leaves, dy)
+    tol = DELTA_TOL if delta else 1e-10
+    for impl in IMPLS:
+        o, _ = log_linear_attn(q, k, v, g, lam, beta[0] if delta else None, impl=impl, chunk_size=16)
+        assert rel_err(o, o_ref) < tol, impl
+        for name, a, r in zip(names, torch.autograd.grad(o, leaves, dy), g_ref, strict=True):
+            assert rel_err(a, r) < tol, (impl, name)

@@ -1,12 +1,13 @@
 """`model.init=authors` against flash-linear-attention 0.6.0 itself: each mixer's model starts as fla's model of it.
 
-For each linear mixer at d_model 16 / 32 / 64 with the paper's MQAR dims (Mamba-2 head and state dim 16; Gated
-DeltaNet 2 heads, 1 at d_model 16), the parameters of our first block and of fla's correspond one to one (ours
-fuse some of fla's: the projections, the convolutions); corresponding ones have the same shape, the constant
-ones the same values exactly, and the drawn ones the same moments (mean, std; min and max for the uniform
+For each linear mixer with an authors' start at d_model 16 / 32 / 64 with the paper's MQAR dims (Mamba-2 head and
+state dim 16; the others 2 heads, 1 at d_model 16), the parameters of our first block and of fla's correspond one
+to one (ours fuse some of fla's: the projections, the convolutions); corresponding ones have the same shape, the
+constant ones the same values exactly, and the drawn ones the same moments (mean, std; min and max for the uniform
 rules) over SEEDS seeds. The log-linear Gated DeltaNet is the official code's: fla's GatedDeltaNet model with
 the official `_init_weights`'s output-projection rescaling (fla's own code under prenorm_residual_strategy
-"rescale"), a lambda projection drawn as fla's projections and L = 1.
+"rescale"), a lambda projection drawn as fla's projections and L = 1. Linear attention, RetNet and DeltaNet are
+fla's LinearAttention, RetNet and DeltaNet models (their log-linear variants have no authors' code).
 """
 
 import logging
@@ -28,7 +29,8 @@ N_LAYERS, VOCAB = 2, 64
 LEVELS = 15
 """The official code's (and fla's) lambda levels, MAX_NUM_LEVELS; our heads have as many at max_len 2^14."""
 UNIFORM = {"mamba2": {"mixer.A_log", "mixer.out_proj.weight"}, "log_linear_mamba2": {"mixer.out_proj.weight"},
-           "gated_deltanet": {"mixer.A_log"}, "log_linear_gated_deltanet": {"mixer.A_log", "mixer.out_proj.weight"}}
+           "gated_deltanet": {"mixer.A_log"}, "log_linear_gated_deltanet": {"mixer.A_log", "mixer.out_proj.weight"},
+           "linear_attention": set(), "retnet": set(), "deltanet": set()}
 """The parameters that the authors' rules draw uniformly (A = exp(A_log), but log-linear Mamba-2's is 1..H): their
 min and max are compared too."""
 TOLERANCE_SIGMAS = 5.0
@@ -128,8 +130,50 @@ def official_log_linear_gated_deltanet(d_model: int) -> dict[str, torch.Tensor]:
     return found
 
 
+def _block_parameters(model, projections: list[str]) -> dict[str, torch.Tensor]:
+    """The first block's mixer (our fused input projection from fla's `projections`, in order; the output projection)
+    and norms, the embedding, head and final norm of fla's linear attention, RetNet and DeltaNet models."""
+    block = model.model.layers[0]
+    layer = block.attn
+    return {"mixer.in_proj.weight": torch.cat([getattr(layer, p).weight for p in projections]),
+            "mixer.out_proj.weight": layer.o_proj.weight, "mixer_norm.weight": block.attn_norm.weight,
+            "embedding.weight": model.model.embeddings.weight, "lm_head.weight": model.lm_head.weight,
+            "norm.weight": model.model.norm.weight}
+
+
+def _base_config(config_cls, d_model: int):
+    return config_cls(hidden_size=d_model, num_hidden_layers=N_LAYERS, vocab_size=VOCAB,
+                      num_heads=deltanet_heads(d_model), expand_k=1, expand_v=2)
+
+
+def fla_linear_attention(d_model: int) -> dict[str, torch.Tensor]:
+    model = _quiet_build(fla_models.LinearAttentionForCausalLM, _base_config(fla_models.LinearAttentionConfig, d_model))
+    layer = model.model.layers[0].attn
+    found = _block_parameters(model, ["q_proj", "k_proj", "v_proj"])
+    found.update({f"mixer.{name}": p for name, p in layer.named_parameters() if name.startswith("feature_map")})
+    found["mixer.norm.weight"] = layer.norm.weight
+    return found
+
+
+def fla_retnet(d_model: int) -> dict[str, torch.Tensor]:
+    model = _quiet_build(fla_models.RetNetForCausalLM, _base_config(fla_models.RetNetConfig, d_model))
+    found = _block_parameters(model, ["q_proj", "k_proj", "v_proj", "g_proj"])
+    found["mixer.norm.weight"] = model.model.layers[0].attn.g_norm_swish_gate.weight
+    return found
+
+
+def fla_deltanet(d_model: int) -> dict[str, torch.Tensor]:
+    model = _quiet_build(fla_models.DeltaNetForCausalLM, _base_config(fla_models.DeltaNetConfig, d_model))
+    layer = model.model.layers[0].attn
+    found = _block_parameters(model, ["q_proj", "k_proj", "v_proj", "b_proj"])
+    found["mixer.conv.weight"] = torch.cat([c.weight[:, 0] for c in (layer.q_conv1d, layer.k_conv1d, layer.v_conv1d)])
+    found["mixer.norm.weight"] = layer.o_norm.weight
+    return found
+
+
 FLA = {"mamba2": fla_mamba2, "log_linear_mamba2": fla_log_linear_mamba2, "gated_deltanet": fla_gated_deltanet,
-       "log_linear_gated_deltanet": official_log_linear_gated_deltanet}
+       "log_linear_gated_deltanet": official_log_linear_gated_deltanet, "linear_attention": fla_linear_attention,
+       "retnet": fla_retnet, "deltanet": fla_deltanet}
 
 
 def fused(params: dict[str, torch.Tensor], key: str) -> torch.Tensor:
@@ -197,11 +241,15 @@ DEFAULT_DIFFERS = {
     "log_linear_mamba2": {"mixer.conv.weight", "mixer.conv.bias", "mixer.out_proj.weight", "mixer.A_log"},
     "gated_deltanet": {"mixer.conv.weight"},
     "log_linear_gated_deltanet": {"mixer.conv.weight", "mixer.out_proj.weight"},
+    "linear_attention": set(),
+    "retnet": set(),
+    "deltanet": {"mixer.conv.weight"},
 }
 """The rules in which today's default differs from the authors' and that the comparison sees at d_model 32:
 the convolution's weight (U(+-1/sqrt(k)) against N(0, 0.02^2)), Mamba-2's conv bias (uniform against 0), the
 output projection (N(0, 0.02^2) against the rescaled fan-in uniform), log-linear Mamba-2's A (uniform against
-1..H). (Gated DeltaNet's A, U[1, 16] against U[0, 16], is too close to tell apart on 2 heads x 32 seeds.)"""
+1..H). (Gated DeltaNet's A, U[1, 16] against U[0, 16], is too close to tell apart on 2 heads x 32 seeds.) Linear
+attention and RetNet start as fla's models under either init (no convolution, nothing rescaled)."""
 
 
 @pytest.mark.parametrize("mixer", sorted(FLA))

@@ -10,12 +10,20 @@ import torch
 from omegaconf import OmegaConf
 
 from loglinear.models import LAMBDA_PARAMS, MIXERS, ModelConfig, build_model
-from loglinear.models.mixer_fields import AttentionFields, GatedDeltaNetFields, LogLinearFields, Mamba2Fields
+from loglinear.models.mixer_fields import (
+    AttentionFields,
+    GatedDeltaNetFields,
+    LinearAttentionFields,
+    LogLinearFields,
+    Mamba2Fields,
+    RetNetFields,
+)
 from loglinear.models.mixers import check_model
 
 MODELS = Path(__file__).resolve().parents[2] / "src" / "loglinear" / "models"
-READERS = {AttentionFields: {"attention.py"}, Mamba2Fields: {"mamba2.py"}, GatedDeltaNetFields: {"gated_deltanet.py"},
-           LogLinearFields: {"log_linear.py", "lambda_params.py"}}
+READERS = {AttentionFields: {"attention.py"}, Mamba2Fields: {"mamba2.py"},
+           GatedDeltaNetFields: {"gated_deltanet.py", "deltanet.py"}, LinearAttentionFields: {"linear_attention.py"},
+           RetNetFields: {"retnet.py"}, LogLinearFields: {"log_linear.py", "lambda_params.py"}}
 """The modules of the mixer each group of fields is declared with."""
 
 
@@ -28,7 +36,8 @@ def test_a_mixers_own_fields_are_read_by_its_modules_only(group):
 
 
 BAD_OWN_FIELD = {AttentionFields: dict(rope_base=0.0), Mamba2Fields: dict(A_init_min=4.0, A_init_max=2.0),
-                 GatedDeltaNetFields: dict(deltanet_key_dim=0), LogLinearFields: dict(lambda_bias_init="big")}
+                 GatedDeltaNetFields: dict(deltanet_key_dim=0), LinearAttentionFields: dict(linear_attention_heads=0),
+                 RetNetFields: dict(retnet_heads=0), LogLinearFields: dict(lambda_bias_init="big")}
 
 
 @pytest.mark.parametrize("group", READERS, ids=lambda group: group.__name__)
@@ -45,7 +54,7 @@ def test_registries_hold_the_contract_names():
     assert set(MIXERS.names()) >= {
         "attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet",
     }
-    assert LAMBDA_PARAMS.names() == ["softplus", "bounded", "sigmoid", "softmax", "static", "constant"]
+    assert LAMBDA_PARAMS.names() == ["softplus", "bounded", "sigmoid", "softmax", "static", "constant", "mlp"]
 
 
 def test_registry_miss_lists_valid_names():
@@ -72,7 +81,11 @@ def test_defaults_build_and_run(mixer, d_model):
         (dict(mixer="gated_deltanet", d_model=64, deltanet_heads=5),
          r"ModelConfig.d_model=64 is not divisible by deltanet_heads=5"),
         (dict(mixer="attention", d_model=48, attention_heads=16),
-         r"ModelConfig.attention_heads=16 .* odd attention head dim 3"),
+         r"ModelConfig.attention_heads=16 .* odd head dim 3"),
+        (dict(mixer="retnet", d_model=48, retnet_heads=16),
+         r"ModelConfig.retnet_heads=16 gives an odd head dim 3; RetNet's rotary embedding needs it even"),
+        (dict(mixer="linear_attention", d_model=64, linear_attention_heads=5),
+         r"ModelConfig.d_model=64 is not divisible by linear_attention_heads=5"),
         (dict(mixer="mamba2", d_model=24, head_dim=32), r"ModelConfig.head_dim=32 must divide expand \* d_model = 48"),
         (dict(d_model=0), r"ModelConfig.d_model must be >= 1, got 0"),
         (dict(attention_heads=0), r"ModelConfig.attention_heads must be >= 1, got 0"),
@@ -115,9 +128,13 @@ def test_default_heads():
 
 
 def test_mixers_describe_themselves():
-    assert MIXERS.names() == ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet"]
+    assert MIXERS.names() == [
+        "attention", "mamba2", "gated_deltanet", "linear_attention", "retnet", "deltanet", "log_linear_mamba2",
+        "log_linear_gated_deltanet", "log_linear_linear_attention", "log_linear_retnet", "log_linear_deltanet",
+    ]
     assert [m.display_name for _, m in MIXERS.items()] == [
-        "Transformer", "Mamba-2", "Gated DeltaNet", "Log-Linear Mamba-2", "Log-Linear Gated DeltaNet",
+        "Transformer", "Mamba-2", "Gated DeltaNet", "Linear Attention", "RetNet", "DeltaNet", "Log-Linear Mamba-2",
+        "Log-Linear Gated DeltaNet", "Log-Linear Linear Attention", "Log-Linear RetNet", "Log-Linear DeltaNet",
     ]
     for name, mixer in MIXERS.items():
         assert mixer.name == name

@@ -20,8 +20,9 @@ from .helpers import BASE_OF, LOG_LINEAR
 DT_RANGE = (DT_MIN, ModelConfig.dt_init_max)
 
 RICH = dict(mlp_ratio=2.0, tie_embeddings=False)  # every kind of module: MLP and a separate LM head too
-FIXED = ("norm.weight", ".D", ".param.scale")
-"""Parameters whose rule draws nothing (norms, Mamba-2's D and the lambda scale start at a constant)."""
+FIXED = ("norm.weight", ".D", ".param.scale", "layer1.bias", "layer2.bias")
+"""Parameters whose rule draws nothing (norms, Mamba-2's D, the lambda scale and linear attention's feature-map
+biases start at a constant)."""
 
 
 def parameters(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -165,7 +166,7 @@ def test_a_mixer_without_an_authors_start_is_refused_under_init_authors(monkeypa
     check_model(ModelConfig(mixer="causal_conv_mixer:CausalConvMixer"))
 
 
-@pytest.mark.parametrize("mixer", LOG_LINEAR)
+@pytest.mark.parametrize("mixer", [m for m in LOG_LINEAR if MIXERS[m].authors_init is not None])
 def test_under_init_authors_a_log_linear_mixer_and_its_base_start_apart_only_where_the_authors_do(tiny, mixer):
     """Their common parameters are equal but for A (log-linear Mamba-2: 1..H, not drawn) and the output projection,
     the same draw at another scale (Mamba-2: 1/sqrt(n_layers) against 1/sqrt(2 n_layers); Gated DeltaNet:
@@ -180,3 +181,11 @@ def test_under_init_authors_a_log_linear_mixer_and_its_base_start_apart_only_whe
             ratio = loglin[f"blocks.{i}.mixer.out_proj.weight"] / base[f"blocks.{i}.mixer.out_proj.weight"]
             assert torch.allclose(ratio, torch.full_like(ratio, 2**-0.5))
     assert apart == expected
+
+
+@pytest.mark.parametrize("mixer", [m for m in LOG_LINEAR if MIXERS[m].authors_init is None])
+def test_a_log_linear_mixer_without_authors_code_is_refused_under_init_authors(tiny, mixer):
+    """Log-linear linear attention, RetNet and DeltaNet exist in no authors' code: no authors' start to claim."""
+    assert MIXERS[BASE_OF[mixer]].authors_init is not None
+    with pytest.raises(ValueError, match=rf"^ModelConfig.init=authors: mixer '{mixer}' has no authors' initialisation"):
+        check_model(tiny(mixer=mixer, init="authors"))

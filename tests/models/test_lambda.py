@@ -9,10 +9,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from loglinear.models import LAMBDA_PARAMS, MIXERS, LambdaHead, build_model
+from loglinear.models.init import INIT_STD, init_from_seed
 
 from .helpers import BASE_OF, LOG_LINEAR, decode
 
-DATA_DEPENDENT = ["softplus", "bounded", "sigmoid", "softmax"]
+DATA_DEPENDENT = ["softplus", "bounded", "sigmoid", "softmax", "mlp"]
 D = 6  # the heads' input width
 
 
@@ -21,7 +22,7 @@ def head_and_output(name, H=2, L=5, share=None, bias_init="none", lead=(3, 7), s
     torch.manual_seed(seed)
     head = LambdaHead(name, D, H, L, share_from=share, bias_init=bias_init).double()
     x = torch.randn(*lead, D, dtype=torch.float64)
-    dl = None if head.proj is None else x @ head.proj.weight.T
+    dl = None if head.proj is None else head.proj(x)
     return head, dl, head(x, torch.zeros(*lead, H, dtype=torch.float64))
 
 
@@ -36,6 +37,26 @@ def test_formulas():
     torch.testing.assert_close(lam, torch.sigmoid(dl.unflatten(-1, (2, 5))))
     head, dl, lam = head_and_output("softmax")
     torch.testing.assert_close(lam, 5 * torch.softmax(dl.unflatten(-1, (2, 5)), -1))
+
+
+def test_the_mlp_formula_by_hand():
+    """mlp: lambda = softplus(W_out silu(W_hidden x + b_hidden) + b_out + b_l), hidden width d_model, one weight per
+    (head, level) from the MLP's outputs; its layers start as the suite's linear layers (N(0, 0.02^2), biases 0)."""
+    head = LambdaHead("mlp", D, 2, 5, share_from=None, bias_init="decay").double()
+    mlp = head.proj
+    assert (mlp.hidden.in_features, mlp.hidden.out_features, mlp.out.out_features) == (D, D, 2 * 5)
+    x = torch.randn(3, D, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    hidden = x @ mlp.hidden.weight.T + mlp.hidden.bias
+    u = (hidden * torch.sigmoid(hidden)) @ mlp.out.weight.T + mlp.out.bias
+    expected = torch.log1p(torch.exp(u.unflatten(-1, (2, 5)) + head.param.bias))
+    torch.testing.assert_close(head(x, torch.zeros(3, 2, dtype=torch.float64)), expected)
+    init_from_seed(head, 0)
+    assert (mlp.hidden.bias == 0).all() and (mlp.out.bias == 0).all()
+    assert abs(mlp.hidden.weight.std().item() / INIT_STD - 1) < 0.5
+    start = LambdaHead("mlp", D, 2, 5, share_from=None, bias_init="none")
+    init_from_seed(start, 0)
+    lam = start(torch.randn(4, D, generator=torch.Generator().manual_seed(2)), torch.zeros(4, 2))
+    torch.testing.assert_close(lam, torch.full_like(lam, math.log(2)), rtol=0, atol=1e-2)  # near softplus(0)
 
 
 @pytest.mark.parametrize("name", LAMBDA_PARAMS.names())
@@ -66,6 +87,9 @@ def test_paper_initialisation():
 def test_bias_initialisations_hit_their_targets(name, bias_init):
     L = 6
     head = LambdaHead(name, D, 2, L, share_from=None, bias_init=bias_init)
+    with torch.no_grad():
+        for p in [] if head.proj is None else head.proj.parameters():
+            p.zero_()  # dl = 0 whatever x (an MLP's biases too)
     lam = head(torch.zeros(1, D), torch.zeros(1, 2))[0]  # where dl = 0
     if bias_init == "zero":
         assert (head.param.bias == 0).all()
@@ -87,7 +111,8 @@ def test_bias_initialisations_hit_their_targets(name, bias_init):
 def test_level_sharing_ties_parameters(name, H, L, share, bias_init):
     head, dl, lam = head_and_output(name, H=H, L=L, share=share, bias_init=bias_init, lead=(2, 3))
     distinct = L if share is None else min(L, share + 1)
-    assert (head.proj.weight.shape if head.proj else None) == ((H * distinct, D) if name in DATA_DEPENDENT else None)
+    outputs = None if head.proj is None else head.proj(torch.zeros(1, D, dtype=torch.float64)).shape[-1]
+    assert outputs == (H * distinct if name in DATA_DEPENDENT else None)
     for p in head.param.parameters():
         assert p.shape == (H, distinct)
     if distinct < L:

@@ -17,7 +17,6 @@ from loglinear.models.lambda_levels import (
     level_output_norms,
     occupied_levels,
 )
-from loglinear.models.signed_decay import apply_sign_prefix
 
 from .helpers import LOG_LINEAR
 
@@ -89,11 +88,8 @@ def _reference_readouts(mixer, x):
     """||S^(l) q_t|| from the operator with a one-hot lambda, on the mixer's own operator inputs (float64)."""
     mixer = mixer.double()
     x = x.double()
-    conv_in, rest = mixer._project(x)
-    inp = mixer.operator_inputs(mixer.conv(conv_in), rest)
+    inp, _, _ = mixer.sequence_inputs(x)
     q, k = inp.q, inp.k
-    if inp.sign is not None:
-        q, k, _ = apply_sign_prefix(q, k, inp.sign)
     B, T, H = inp.v.shape[:3]
     L = num_levels(T)
     norms = []

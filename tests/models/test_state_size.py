@@ -13,14 +13,14 @@ LENGTHS = (1, 63, 64, 65, 256)
 
 def held_per_sequence(cache, batch_size: int) -> int:
     """Elements of the tensors a layer's cache holds, divided by the batch: the filled part of a KV cache;
-    a recurrent cache's convolution window, sign and the level states that are not all zero."""
+    a recurrent cache's convolution window (if any), sign and the level states that are not all zero."""
     if isinstance(cache, KVCache):
         held = cache.k[:, :, : cache.length].numel() + cache.v[:, :, : cache.length].numel()
     else:
         assert isinstance(cache, RecurrentCache)
         levels = cache.state.levels  # (B, H, L, V, K)
         occupied = levels.flatten(3).ne(0).any(-1)  # (B, H, L)
-        held = cache.conv.numel() + int(occupied.sum()) * levels[0, 0, 0].numel()
+        held = (0 if cache.conv is None else cache.conv.numel()) + int(occupied.sum()) * levels[0, 0, 0].numel()
         held += 0 if cache.sign is None else cache.sign.numel()
     assert held % batch_size == 0
     return held // batch_size

@@ -16,7 +16,8 @@ from loglinear.runs.train import train
 
 from .pairs import GRID, assert_same_run, configs
 
-MIXERS = ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet"]
+MIXERS = ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet", "linear_attention",
+          "retnet", "log_linear_deltanet"]
 
 
 def _pack_against_alone(tmp_path, model, extra=(), grid=GRID, **kw):

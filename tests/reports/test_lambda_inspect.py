@@ -63,7 +63,8 @@ def set_profile(model) -> None:
     for mixer, head in zip([b.mixer for b in model.blocks], lambda_heads(model), strict=True):
         mixer.in_proj.weight.zero_()
         if head.proj is not None:
-            head.proj.weight.zero_()
+            for p in head.proj.parameters():
+                p.zero_()
         if head.param.bias is not None:
             head.param.bias.copy_(head.param.inverse(target_profile(*head.param.bias.shape)))
 

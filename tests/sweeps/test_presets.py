@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from loglinear.models import MIXERS as REGISTERED
 from loglinear.models import ModelConfig, build_model
 from loglinear.runs.config import load_run_config
 from loglinear.sweeps.spec import expand, load_spec, planned_runs, points
@@ -18,6 +19,17 @@ from loglinear.sweeps.spec import expand, load_spec, planned_runs, points
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 RESULTS = CONFIGS.parent / "results"
 MIXERS = {"attention", "mamba2", "log_linear_mamba2", "gated_deltanet", "log_linear_gated_deltanet"}
+
+
+def test_every_mixer_has_its_model_preset_and_it_builds():
+    """configs/model/<name>.yaml selects the mixer <name> (2 layers, no MLP: zoology's MQAR models) and builds."""
+    presets = sorted(p.stem for p in (CONFIGS / "model").glob("*.yaml"))
+    assert presets == sorted(REGISTERED.names())
+    for name in presets:
+        cfg = load_run_config(None, ["data=data/mqar_cpu.yaml", f"model=model/{name}.yaml", "model.d_model=16",
+                                     "out_dir=x"])
+        assert (cfg.model.mixer, cfg.model.n_layers, cfg.model.mlp_ratio) == (name, 2, 0.0)
+        build_model(ModelConfig.from_mapping(cfg.model))
 
 
 def test_the_cpu_preset_sets_attention_heads_only():

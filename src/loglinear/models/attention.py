@@ -13,6 +13,7 @@ from loglinear.checks import check_int
 from loglinear.kernels.folded import call_folded
 from loglinear.models.layers import apply_rope
 from loglinear.models.mixer import Mixer
+from loglinear.models.mixer_fields import check_heads
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -54,14 +55,7 @@ class Attention(Mixer):
 
     @classmethod
     def check_config(cls, cfg: ModelConfig) -> None:
-        heads = cls.num_heads(cfg)
-        if cfg.d_model % heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by attention_heads={heads}")
-        if (cfg.d_model // heads) % 2:
-            raise ValueError(
-                f"ModelConfig.attention_heads={heads} gives an odd attention head dim {cfg.d_model // heads}; "
-                "RoPE needs it even"
-            )
+        check_heads(cfg.d_model, cls.num_heads(cfg), "attention_heads", even_for="RoPE")
 
     def _qkv(self, x: Tensor, positions: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """x (B, T, d_model) -> q, k, v (B, H, T, D), RoPE applied to q and k."""

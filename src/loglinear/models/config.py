@@ -17,8 +17,10 @@ from loglinear.models.mixer_fields import (
     SHARE_FROM_TRAINED,
     AttentionFields,
     GatedDeltaNetFields,
+    LinearAttentionFields,
     LogLinearFields,
     Mamba2Fields,
+    RetNetFields,
 )
 
 INIT_OPTIONS = ("dt_init_max", "A_init", "A_init_min", "A_init_max", "in_proj_std", "out_proj_init", "conv_bias_init")
@@ -68,14 +70,17 @@ class SharedFields:
 
 
 @dataclass
-class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionFields, SharedFields):
+class ModelConfig(
+    LogLinearFields, RetNetFields, LinearAttentionFields, GatedDeltaNetFields, Mamba2Fields, AttentionFields,
+    SharedFields,
+):
     """Architecture of a `LanguageModel` (fields are primitives so OmegaConf can type-check overrides): the fields
     below, read by several mixers or the model around them (declared in `SharedFields`), and those one mixer reads
     (mixer_fields.py: its docstrings say what each does), each a flat key of its own.
 
-    mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, log_linear_mamba2,
-                      log_linear_gated_deltanet; or the import path of a `Mixer` subclass,
-                      `package.module:Name` (docs/adding-a-mixer.md).
+    mixer:            a name in `MIXERS`: attention, mamba2, gated_deltanet, linear_attention, retnet, deltanet,
+                      and the log-linear log_linear_<base> of each but attention; or the import path of a `Mixer`
+                      subclass, `package.module:Name` (docs/adding-a-mixer.md).
     mixer_options:    the mixer's own options, for a mixer that declares them (`Mixer.options`, a
                       dataclass): checked against it, unknown keys refused with the closest name.
     d_model:          residual width.
@@ -83,9 +88,10 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
     vocab_size:       token vocabulary (embedding rows and logits).
     max_len:          longest sequence the model serves: the lambda head outputs num_levels(max_len)
                       levels and decoding caches hold max_len positions.
-    expand:           width of the value path = expand * d_model (Mamba-2's d_inner; Gated DeltaNet's
-                      value dim, fla's expand_v; its key dim is d_model).
-    conv_size:        kernel of the depthwise causal short convolutions (Mamba-2, Gated DeltaNet).
+    expand:           width of the value path = expand * d_model (Mamba-2's d_inner; the other linear mixers'
+                      value dim, fla's expand_v; their key dim is d_model).
+    conv_size:        kernel of the depthwise causal short convolutions (Mamba-2, Gated DeltaNet, DeltaNet; linear
+                      attention and RetNet have none).
     mlp_ratio:        hidden width of the SwiGLU MLP after each mixer as a multiple of d_model; 0 = no
                       MLP (zoology's MQAR models).
     tie_embeddings:   the LM head reuses the token embedding matrix.
@@ -168,7 +174,8 @@ class ModelConfig(LogLinearFields, GatedDeltaNetFields, Mamba2Fields, AttentionF
                         f"the authors' code does; leave {f.name} at its default ({f.default!r}) or use init=default"
                     )
         check_float("ModelConfig.norm_eps", self.norm_eps, above=0)
-        for group in (AttentionFields, Mamba2Fields, GatedDeltaNetFields, LogLinearFields):
+        for group in (AttentionFields, Mamba2Fields, GatedDeltaNetFields, LinearAttentionFields, RetNetFields,
+                      LogLinearFields):
             group.check_own(self)
 
     @classmethod

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from loglinear.models.decay_init import initial_A_log, initial_dt_bias
+from loglinear.models.deltanet import DeltaRuleHeads, l2_normalise
 from loglinear.models.lambda_params import LambdaHead
 from loglinear.models.layers import GatedRMSNorm, InitLinear, RMSNorm
 from loglinear.models.linear_mixer import LinearAttentionMixer, MixerInit, OperatorInputs
@@ -16,15 +17,8 @@ from loglinear.models.linear_mixer import LinearAttentionMixer, MixerInit, Opera
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
 
-L2_EPS = 1e-6
 
-
-def l2_normalise(x: Tensor) -> Tensor:
-    """x / sqrt(sum(x^2) + eps) over the last axis."""
-    return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + L2_EPS)
-
-
-class GatedDeltaNet(LinearAttentionMixer):
+class GatedDeltaNet(DeltaRuleHeads, LinearAttentionMixer):
     """Gated DeltaNet mixer: H heads of key dim K (deltanet_key_dim, or d_model / H) and value dim
     V = expand * d_model / H.
 
@@ -78,25 +72,6 @@ class GatedDeltaNet(LinearAttentionMixer):
         with torch.no_grad():
             self.A_log.copy_(initial_A_log(self.n_heads, generator, rule=init.A_rule, a_range=init.A_range))
             self.dt_bias.copy_(initial_dt_bias(self.n_heads, init.dt_max, generator))
-
-    @classmethod
-    def num_heads(cls, cfg: ModelConfig) -> int:
-        """deltanet_heads, or 1 at d_model <= 16, else max(2, d_model // 128): the paper's MQAR setting
-        (2 heads, 1 at d_model 16), head dim 128 at scale."""
-        if cfg.deltanet_heads is not None:
-            return cfg.deltanet_heads
-        return 1 if cfg.d_model <= 16 else max(2, cfg.d_model // 128)
-
-    @classmethod
-    def head_key_dim(cls, cfg: ModelConfig) -> int:
-        """deltanet_key_dim, or d_model / heads."""
-        return cfg.deltanet_key_dim or cfg.d_model // cls.num_heads(cfg)
-
-    @classmethod
-    def check_config(cls, cfg: ModelConfig) -> None:
-        heads = cls.num_heads(cfg)
-        if cfg.d_model % heads:
-            raise ValueError(f"ModelConfig.d_model={cfg.d_model} is not divisible by deltanet_heads={heads}")
 
     def operator_inputs(self, conv_out: Tensor, rest: list[Tensor]) -> OperatorInputs:
         H, K, V = self.n_heads, self.key_dim, self.value_dim

@@ -10,6 +10,12 @@ own bias-free `proj`) into lambda_t through a parameterisation f:
     softmax   lambda = n_levels * softmax_l(dl + b_l)        a distribution over levels, scaled to mean 1
     static    lambda = softplus(b_l)                         learned per head and level, not data-dependent
     constant  lambda = 1                                     exactly the base mixer
+    mlp       lambda = softplus(MLP(x) + b_l)                dl from a 2-layer MLP of x instead of a linear map
+
+`mlp` is the adaptive decay of Amin et al. 2026 ("Adaptive Memory Decay for Log-Linear Attention", arXiv
+2605.06946): per token and level, a two-layer MLP of the token's hidden state through a softplus. Its abstract
+fixes only that much (no code is public): the hidden width d_model, the SiLU between the layers and the biases of
+both layers (`LambdaMLP`) are this suite's choices.
 
 L and b have shape (heads, distinct levels) and take no weight decay. The per-level bias b exists
 when `lambda_bias_init` is not "none" (static always has it). With `lambda_share_from_level = j`,
@@ -52,6 +58,12 @@ class LambdaParam(nn.Module):
 
     data_dependent: ClassVar[bool] = True
     initial_scale: ClassVar[float | None] = None
+
+    @classmethod
+    def projection(cls, d_model: int, outputs: int) -> nn.Module | None:
+        """The head's map from x (..., d_model) to the pre-activations dl (..., outputs), outputs = heads x distinct
+        levels: a bias-free Linear for a data-dependent parameterisation, None for the others."""
+        return nn.Linear(d_model, outputs, bias=False) if cls.data_dependent else None
 
     def __init__(self, n_heads: int, n_distinct: int, bias_init: str) -> None:
         super().__init__()
@@ -174,12 +186,44 @@ class ConstantLambda(LambdaParam):
         return torch.ones(self.n_heads, index.numel(), device=index.device)
 
 
+class LambdaMLP(nn.Module):
+    """dl = W_out silu(W_hidden x + b_hidden) + b_out, hidden width `hidden`: the `mlp` parameterisation's projection.
+
+    Its layers start as every linear layer of the suite (N(0, 0.02^2), biases 0), so dl starts near 0 and lambda
+    near softplus(0) = ln 2 on every level, as the softplus head starts.
+    """
+
+    def __init__(self, d_model: int, outputs: int, hidden: int) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(d_model, hidden), nn.Linear(hidden, outputs)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.out(F.silu(self.hidden(x)))
+
+
+@LAMBDA_PARAMS.register("mlp")
+class MLPLambda(LambdaParam):
+    """lambda = softplus(MLP(x) + b_l) >= 0, MLP a `LambdaMLP` of hidden width d_model (Amin et al. 2026)."""
+
+    @classmethod
+    def projection(cls, d_model: int, outputs: int) -> nn.Module:
+        return LambdaMLP(d_model, outputs, hidden=d_model)
+
+    def forward(self, u: Tensor | None, index: Tensor) -> Tensor:
+        assert u is not None
+        return F.softplus(self._biased(u, index))
+
+    def inverse(self, target: Tensor) -> Tensor:
+        return inverse_softplus(target)
+
+
 class LambdaHead(nn.Module):
     """Level weights lambda (..., H, L) of a log-linear mixer from its input x (..., d_model).
 
     n_levels = num_levels(max_len); with share_from = j, levels >= j share slot j, so the head has
     n_distinct = min(n_levels, j + 1) slots. A data-dependent parameterisation reads
-    dl = proj(x), H * n_distinct features from a bias-free Linear (None for the others).
+    dl = proj(x), H * n_distinct features from its `projection` (a bias-free Linear but for `mlp`; None for the
+    parameterisations that are not data-dependent).
     """
 
     def __init__(
@@ -191,7 +235,7 @@ class LambdaHead(nn.Module):
         self.register_buffer("index", torch.arange(n_levels).clamp(max=n_distinct - 1), persistent=False)
         self.register_buffer("slots", torch.arange(n_distinct), persistent=False)
         self.param = LAMBDA_PARAMS[lambda_param](n_heads, n_distinct, bias_init)
-        self.proj = nn.Linear(d_model, n_heads * n_distinct, bias=False) if self.param.data_dependent else None
+        self.proj = self.param.projection(d_model, n_heads * n_distinct)
 
     @classmethod
     def from_config(cls, cfg: ModelConfig, n_heads: int) -> LambdaHead:

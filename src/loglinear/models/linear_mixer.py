@@ -1,8 +1,10 @@
-"""The skeleton shared by Mamba-2 and Gated DeltaNet (and so by their log-linear variants).
+"""The skeleton shared by the mixers that call the log-linear operator (Mamba-2, Gated DeltaNet, linear attention,
+RetNet, DeltaNet, and so their log-linear variants).
 
     [conv_in | rest...] = W_in x                 one fused input projection
-    conv_out = silu(shortconv(conv_in))
+    conv_out = silu(shortconv(conv_in))          conv_out = conv_in for a mixer without a short convolution
     q, k, v, g, beta, sign = operator_inputs(conv_out, rest)        the mixer's own gating
+    q, k = positioned(q, k, positions)           RetNet's rotary positions; q, k as they are for the others
     lam = lambda_head(x)                         its own projection of x; None for a base mixer (a single state)
     o = log_linear_attn(q * S, k * S, v, g, lam, beta)               S: sign prefix of a signed decay
     y = output(o, conv_out, rest)                the mixer's skip, norm and output projection
@@ -13,6 +15,7 @@ decoding step; both share every line except the convolution and the operator cal
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -79,12 +82,12 @@ class MixerInit:
 class RecurrentCache:
     """Decoding state of a linear mixer: O(1) per layer, O(log T) with a lambda head.
 
-    conv:  (B, conv channels, conv_size - 1) the last inputs of the short convolution.
+    conv:  (B, conv channels, conv_size - 1) the last inputs of the short convolution; None without one.
     state: the operator's level state (one level for a base mixer, num_levels(max_len) with a lambda head).
     sign:  (B, H) running sign product of a signed decay, None without one.
     """
 
-    conv: Tensor
+    conv: Tensor | None
     state: LogLinearState
     sign: Tensor | None
 
@@ -94,7 +97,8 @@ class LinearAttentionMixer(Mixer):
 
     Subclasses pass their widths to `__init__` and implement `operator_inputs` and `output`; a
     `lambda_head` (None for the base mixers) reads x through its own projection, so the input
-    projection has the same shape with and without it.
+    projection has the same shape with and without it. A mixer built with `short_conv=False` has no
+    convolution: its first `conv_width` projected channels reach `operator_inputs` as they are.
     While `transition_counts` is set (`count_transitions`), `forward` adds each token's negative-eigenvalue
     transitions to it (mixers whose transitions cannot be negative count nothing).
     """
@@ -105,6 +109,7 @@ class LinearAttentionMixer(Mixer):
     def __init__(
         self, cfg: ModelConfig, *, n_heads: int, key_dim: int, value_dim: int, conv_width: int,
         rest_widths: list[int], conv_bias: bool, signed_decay: bool, lambda_head: LambdaHead | None,
+        short_conv: bool = True,
     ) -> None:
         super().__init__(cfg)
         self.n_heads, self.key_dim, self.value_dim = n_heads, key_dim, value_dim
@@ -117,7 +122,7 @@ class LinearAttentionMixer(Mixer):
         self.in_proj = InitLinear(cfg.d_model, sum(self.widths), std=init.in_proj_std)
         self.conv = ShortConv(
             conv_width, cfg.conv_size, bias=conv_bias, bias_init=init.conv_bias, weight_init=init.conv_weight
-        )
+        ) if short_conv else None
         self.transition_counts: TransitionCounts | None = None
 
     @classmethod
@@ -135,21 +140,33 @@ class LinearAttentionMixer(Mixer):
     def output(self, o: Tensor, conv_out: Tensor, rest: list[Tensor]) -> Tensor:
         raise NotImplementedError
 
+    def positioned(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """q, k (..., H, K) of the tokens at `positions` (the axis before the heads: (T,) over a sequence, (B,) for
+        one decoding step) after the mixer's position encoding; as they are unless the mixer has one."""
+        return q, k
+
+    def sequence_inputs(self, x: Tensor) -> tuple[OperatorInputs, Tensor, list[Tensor]]:
+        """The operator's inputs for a sequence x (B, T, d_model), q and k positioned and sign-prefixed (what the
+        operator reads), with conv_out and rest (what `output` reads)."""
+        conv_in, rest = self._project(x)
+        conv_out = conv_in if self.conv is None else self.conv(conv_in)
+        inp = self.operator_inputs(conv_out, rest)
+        q, k = self.positioned(inp.q, inp.k, torch.arange(x.shape[1], device=x.device))
+        if inp.sign is not None:
+            q, k, _ = apply_sign_prefix(q, k, inp.sign)
+        return dataclasses.replace(inp, q=q, k=k), conv_out, rest
+
     def _project(self, x: Tensor) -> tuple[Tensor, list[Tensor]]:
         conv_in, *rest = self.in_proj(x).split(self.widths, dim=-1)
         return conv_in, rest
 
     def forward(self, x: Tensor) -> Tensor:
-        conv_in, rest = self._project(x)
-        conv_out = self.conv(conv_in)
-        inp = self.operator_inputs(conv_out, rest)
+        inp, conv_out, rest = self.sequence_inputs(x)
         q, k = inp.q, inp.k
         if self.transition_counts is not None:
             negative = negative_eigenvalue(inp.sign, inp.beta)
             if negative is not None:
                 self.transition_counts.add(negative)
-        if inp.sign is not None:
-            q, k, _ = apply_sign_prefix(q, k, inp.sign)
         lam = None
         if self.lambda_head is not None:
             lam = self.lambda_head.levels_for(self.lambda_head(x, inp.g), x.shape[1])
@@ -193,10 +210,11 @@ class LinearAttentionMixer(Mixer):
             batch_size, self.n_heads, levels, self.value_dim, self.key_dim, device=device, dtype=state_dtype
         )
         sign = torch.ones(batch_size, self.n_heads, device=device, dtype=dtype) if self.signed_decay else None
-        return RecurrentCache(self.conv.init_state(batch_size, device=device, dtype=dtype), state, sign)
+        conv = None if self.conv is None else self.conv.init_state(batch_size, device=device, dtype=dtype)
+        return RecurrentCache(conv, state, sign)
 
     def state_size(self, seq_len: int) -> int:
-        """What `RecurrentCache` holds for one sequence: the short convolution's last conv_size - 1 inputs, the
+        """What `RecurrentCache` holds for one sequence: the short convolution's last conv_size - 1 inputs (if any), the
         sign product of a signed decay, and H x V x K per level state: one level for a base mixer, the Fenwick
         levels occupied after seq_len tokens (kernels.fenwick.occupied_levels) with a lambda head."""
         check_int("seq_len", seq_len, minimum=1)
@@ -207,15 +225,16 @@ class LinearAttentionMixer(Mixer):
                     f"seq_len={seq_len} is longer than the model serves (max_len {self.lambda_head.max_len})"
                 )
             levels = occupied_levels(seq_len)
-        conv = self.conv.weight.shape[0] * (self.conv.kernel_size - 1)
+        conv = 0 if self.conv is None else self.conv.weight.shape[0] * (self.conv.kernel_size - 1)
         sign = self.n_heads if self.signed_decay else 0
         return conv + sign + levels * self.n_heads * self.value_dim * self.key_dim
 
     def step(self, x_t: Tensor, cache: RecurrentCache) -> tuple[Tensor, RecurrentCache]:
         conv_in, rest = self._project(x_t)
-        conv_out, conv_state = self.conv.step(conv_in, cache.conv)
+        conv_out, conv_state = (conv_in, None) if self.conv is None else self.conv.step(conv_in, cache.conv)
         inp = self.operator_inputs(conv_out, rest)
-        q, k, sign = inp.q, inp.k, cache.sign
+        q, k = self.positioned(inp.q, inp.k, cache.state.position)
+        sign = cache.sign
         if inp.sign is not None:
             q, k, sign = apply_sign_prefix(q[:, None], k[:, None], inp.sign[:, None], cache.sign)
             q, k = q[:, 0], k[:, 0]

@@ -1,6 +1,8 @@
 """The log-linear mixers: a base mixer plus a lambda head, nothing else.
 
-Guo et al. 2026, section "Log-Linear Variants of Mamba-2 and Gated DeltaNet".
+Guo et al. 2026, section "Log-Linear Variants of Mamba-2 and Gated DeltaNet"; the same recipe lifts the other
+bases whose transition is a scalar decay (linear attention: none; RetNet: a fixed one per head) or the delta rule
+(DeltaNet), as the paper's framework (its Table 1) describes and neither the paper nor fla implements.
 
 Each is its base class built with a `LambdaHead` (lambda_params.py): the head projects the mixer's
 input with its own heads x levels projection (the official code fuses it into the input projection:
@@ -10,6 +12,9 @@ call. With lambda_param="constant" the head has no parameters and the mixer comp
 
 Under `ModelConfig.init=authors` each starts as the authors' model of it (`init_rules`), which differs from
 their base's start in A and the output projection's scale (docs/runs.md, "The authors' initialisation").
+
+The log-linear variants of linear attention, RetNet and DeltaNet have no authors' code: each is its base with the
+default lambda head, no lambda scale, and no `init=authors` start of its own (`authors_init` None).
 
 Log-linear Gated DeltaNet follows the official code in one more point (`ModelConfig.scale_lambda`,
 on by default): its lambda is divided by the q scale K^-0.5, i.e. multiplied by sqrt(K). Its
@@ -23,10 +28,13 @@ from typing import TYPE_CHECKING
 
 from torch import Tensor
 
+from loglinear.models.deltanet import DeltaNet
 from loglinear.models.gated_deltanet import GatedDeltaNet
 from loglinear.models.lambda_params import LambdaHead
+from loglinear.models.linear_attention import LinearAttention
 from loglinear.models.linear_mixer import MixerInit
 from loglinear.models.mamba2 import Mamba2
+from loglinear.models.retnet import RetNet
 
 if TYPE_CHECKING:
     from loglinear.models.config import ModelConfig
@@ -97,3 +105,35 @@ class ScaledLambdaHead(LambdaHead):
 
     def forward(self, x: Tensor, like: Tensor) -> Tensor:
         return super().forward(x, like) * self.scale
+
+
+class _WithLambdaHead:
+    """A base mixer built with the suite's lambda head (no scale, nothing else changed)."""
+
+    authors_init = None  # no authors' code: init=authors refuses it
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        super().__init__(cfg, lambda_head=LambdaHead.from_config(cfg, self.num_heads(cfg)))  # type: ignore[call-arg]
+
+
+class LogLinearLinearAttention(_WithLambdaHead, LinearAttention):
+    """Linear attention whose state is the Fenwick hierarchy, read with lambda_t^(l) per head: with no decay, the
+    hierarchy only reweights the blocks of the past (lambda = 1 is linear attention)."""
+
+    name, display_name, base, log_linear = (
+        "log_linear_linear_attention", "Log-Linear Linear Attention", LinearAttention.name, True,
+    )
+
+
+class LogLinearRetNet(_WithLambdaHead, RetNet):
+    """RetNet whose state is the Fenwick hierarchy, read with lambda_t^(l) per head: the fixed decay gamma_h^(t-s)
+    then times a data-dependent weight per level."""
+
+    name, display_name, base, log_linear = "log_linear_retnet", "Log-Linear RetNet", RetNet.name, True
+
+
+class LogLinearDeltaNet(_WithLambdaHead, DeltaNet):
+    """DeltaNet whose state is the Fenwick hierarchy, read with lambda_t^(l) per head: the delta rule within each
+    level's block of keys, as log-linear Gated DeltaNet without the decay."""
+
+    name, display_name, base, log_linear = "log_linear_deltanet", "Log-Linear DeltaNet", DeltaNet.name, True

@@ -21,6 +21,22 @@ SHARE_FROM_TRAINED = "trained"
 (models/config.py, `share_from_for_training_length`)."""
 
 
+def default_heads(d_model: int) -> int:
+    """The head count of the linear-attention mixers (Gated DeltaNet, DeltaNet, linear attention, RetNet) when their
+    config leaves it open: 1 at d_model <= 16, else max(2, d_model // 128), the paper's MQAR setting (2 heads, 1 at
+    d_model 16) and head dim 128 at scale."""
+    return 1 if d_model <= 16 else max(2, d_model // 128)
+
+
+def check_heads(d_model: int, heads: int, field: str, *, even_for: str | None = None) -> None:
+    """d_model splits into `heads` heads (ModelConfig.`field`); with `even_for` (what needs it), of an even dim."""
+    if d_model % heads:
+        raise ValueError(f"ModelConfig.d_model={d_model} is not divisible by {field}={heads}")
+    if even_for is not None and (d_model // heads) % 2:
+        raise ValueError(f"ModelConfig.{field}={heads} gives an odd head dim {d_model // heads}; {even_for} needs it "
+                         "even")
+
+
 def _check_option(name: str, value: str, valid: tuple[str, ...]) -> None:
     if value not in valid:
         raise ValueError(f"ModelConfig.{name}: unknown option {value!r}; valid: {', '.join(valid)}")
@@ -94,15 +110,17 @@ class Mamba2Fields:
 
 @dataclass
 class GatedDeltaNetFields:
-    """Read by Gated DeltaNet and log-linear Gated DeltaNet (gated_deltanet.py) only.
+    """Read by Gated DeltaNet, DeltaNet and their log-linear variants (gated_deltanet.py, deltanet.py) only;
+    use_output_gate by the Gated DeltaNets only.
 
-    deltanet_heads:   heads; None: 1 at d_model <= 16, else max(2, d_model // 128) (the paper's MQAR setting:
-                      2 heads, 1 at d_model 16; head dim 128 at scale). Each mixer reads only its own head
-                      count, so a preset that sets one cannot change another mixer; Mamba-2 has head_dim instead.
-    deltanet_key_dim: key dim K of each head; None: d_model / heads. A larger K gives Gated DeltaNet a larger
+    deltanet_heads:   heads; None: `default_heads(d_model)` (the paper's MQAR setting: 2 heads, 1 at d_model 16;
+                      head dim 128 at scale). Each mixer family reads only its own head count, so a preset that
+                      sets one cannot change another family; Mamba-2 has head_dim instead.
+    deltanet_key_dim: key dim K of each head; None: d_model / heads. A larger K gives a delta-rule mixer a larger
                       state (H * K * V numbers) at the same d_model, as state_dim does Mamba-2 (the equal-state
                       arms of an MQAR study). Added after runs were made: left out of a run's id at its default.
-    use_output_gate:  output gate (rmsnorm(o) * silu(W_g x)) instead of a plain norm.
+    use_output_gate:  Gated DeltaNet's output gate (rmsnorm(o) * silu(W_g x)) instead of a plain norm. DeltaNet
+                      has none (flash-linear-attention's DeltaNet layer by default).
     """
 
     deltanet_heads: int | None = None
@@ -112,6 +130,35 @@ class GatedDeltaNetFields:
     def check_own(self) -> None:
         _check_optional_count("deltanet_heads", self.deltanet_heads)
         _check_optional_count("deltanet_key_dim", self.deltanet_key_dim)
+
+
+@dataclass
+class LinearAttentionFields:
+    """Read by linear attention and log-linear linear attention (linear_attention.py) only.
+
+    linear_attention_heads: heads; None: `default_heads(d_model)`. Key dim d_model / heads, value dim
+                      expand * d_model / heads. Added after runs were made: left out of a run's id at its default.
+    """
+
+    linear_attention_heads: int | None = field(default=None, metadata=ADDED)
+
+    def check_own(self) -> None:
+        _check_optional_count("linear_attention_heads", self.linear_attention_heads)
+
+
+@dataclass
+class RetNetFields:
+    """Read by RetNet and log-linear RetNet (retnet.py) only.
+
+    retnet_heads:     heads; None: `default_heads(d_model)`. Key dim d_model / heads (even: rotary positions),
+                      value dim expand * d_model / heads; head h decays by 1 - 2^(-5 - h). Added after runs were
+                      made: left out of a run's id at its default.
+    """
+
+    retnet_heads: int | None = field(default=None, metadata=ADDED)
+
+    def check_own(self) -> None:
+        _check_optional_count("retnet_heads", self.retnet_heads)
 
 
 @dataclass

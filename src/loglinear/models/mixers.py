@@ -12,16 +12,28 @@ from __future__ import annotations
 from loglinear.kernels.selfcheck import mode_of
 from loglinear.models.attention import Attention
 from loglinear.models.config import ModelConfig
+from loglinear.models.deltanet import DeltaNet
 from loglinear.models.gated_deltanet import GatedDeltaNet
 from loglinear.models.lambda_params import LAMBDA_PARAMS
-from loglinear.models.log_linear import LogLinearGatedDeltaNet, LogLinearMamba2
+from loglinear.models.linear_attention import LinearAttention
+from loglinear.models.log_linear import (
+    LogLinearDeltaNet,
+    LogLinearGatedDeltaNet,
+    LogLinearLinearAttention,
+    LogLinearMamba2,
+    LogLinearRetNet,
+)
 from loglinear.models.mamba2 import Mamba2
 from loglinear.models.mixer import Mixer
 from loglinear.models.output_check import check_output
+from loglinear.models.retnet import RetNet
 from loglinear.registry import Registry
 
 MIXERS: Registry[type[Mixer]] = Registry(
-    "mixer", ((m.name, m) for m in (Attention, Mamba2, GatedDeltaNet, LogLinearMamba2, LogLinearGatedDeltaNet)),
+    "mixer", ((m.name, m) for m in (
+        Attention, Mamba2, GatedDeltaNet, LinearAttention, RetNet, DeltaNet,
+        LogLinearMamba2, LogLinearGatedDeltaNet, LogLinearLinearAttention, LogLinearRetNet, LogLinearDeltaNet,
+    )),
     base=Mixer,
 )
 
