@@ -31,8 +31,9 @@ SET_APART = {"model.init": "authors", "model.A_init": "arange", "model.A_init_mi
              "model.out_proj_init": "fan_in_uniform", "model.conv_bias_init": "zero", "model.deltanet_key_dim": 12,
              "model.mixer_options": "{width: 3}", "data.train_size": 1000,
              "train.compile": "true", "train.cuda_graphs": "true",
-             "train.threshold_evals": 2}
-MIXER = {"model.mixer_options": "causal_conv_mixer:CausalConvMixer"}
+             "train.threshold_evals": 2, "model.linear_attention_heads": 2, "model.retnet_heads": 2}
+MIXER = {"model.mixer_options": "causal_conv_mixer:CausalConvMixer", "model.linear_attention_heads": "linear_attention",
+         "model.retnet_heads": "retnet"}
 """The mixer that reads the key, where mamba2 does not (a mixer with options: examples/causal_conv_mixer.py)."""
 NEEDS = {"train.cuda_graphs": ["train.compile=true"]}
 """What a key needs set for its value to be valid (in all three configs compared)."""

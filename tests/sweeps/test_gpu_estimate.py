@@ -91,23 +91,23 @@ def test_the_dry_run_says_plainly_that_no_gpu_figure_exists(dry_run):
 
 
 def test_a_figure_that_is_not_a_positive_number_is_left_out_with_one_line(tmp_path, monkeypatch, capsys):
-    bad = _section(GPU, ROWS[:2] + [("gated_deltanet", 16, "16", 2000.0)] + ROWS[3:]).replace("2,000.0", "0.0")
+    bad = _section(GPU, ROWS[:2] + [("gated_deltanet", 32, "16", 2000.0)] + ROWS[3:]).replace("2,000.0", "0.0")
     bad = bad.replace("| 1,000.0 |", "| 1.0.0 |")
     results = tmp_path / "RESULTS.md"
     results.write_text(bad)
     figures = read_figures(results)
-    assert figures is not None and figures.rate("gated_deltanet", 16, 16) == (500.0, 4)
-    assert figures.left_out == ("gated_deltanet d_model 16 pack 16: '0.0'",
-                                "log_linear_gated_deltanet d_model 16 pack 16: '1.0.0'")
+    assert figures is not None and figures.rate("gated_deltanet", 32, 16) == (500.0, 4)
+    assert figures.left_out == ("gated_deltanet d_model 32 pack 16: '0.0'",
+                                "log_linear_gated_deltanet d_model 32 pack 16: '1.0.0'")
     monkeypatch.setattr(gpu_estimate, "RESULTS", results)
     assert sweep_main(["run", str(SPEC), "--out", str(tmp_path / "out"), "--dry-run", "--pack", "16"]) == 0
     captured = capsys.readouterr()
     assert captured.err.strip().splitlines()[-1] == (  # after the design's line
         "loglinear sweep: warning: benchmarks/RESULTS.md's \"packing: training throughput\" has run-steps/s that are "
-        "not a positive number, left out of the GPU time: gated_deltanet d_model 16 pack 16: '0.0'; "
-        "log_linear_gated_deltanet d_model 16 pack 16: '1.0.0'")
+        "not a positive number, left out of the GPU time: gated_deltanet d_model 32 pack 16: '0.0'; "
+        "log_linear_gated_deltanet d_model 32 pack 16: '1.0.0'")
     # the packs of 16 at the rates of the packs of 4 (500 and 250 run-steps/s): 720 + 1,440 s
     assert "these unfinished runs: 2 packs, 36.0 GPU minutes" in captured.out
     for rate in ("0.0", "-3.0", "nan"):
         results.write_text(_section(GPU, ROWS[:1]).replace("25.0", rate))
-        assert read_figures(results).left_out == (f"gated_deltanet d_model 16 pack alone: {rate!r}",)
+        assert read_figures(results).left_out == (f"gated_deltanet d_model 32 pack alone: {rate!r}",)
