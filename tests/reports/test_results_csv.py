@@ -16,6 +16,7 @@ from loglinear.reports.files import CSV, ERROR, MACHINE, PASSAGE_REACHED, PASSAG
 from loglinear.reports.recall_levels import TABLE as RECALL_TABLE
 from loglinear.reports.report import REREPORTED, TABLE, write_report
 from loglinear.reports.results_csv import load_sweep_from_csv
+from loglinear.reports.spread import resolve_spread
 from loglinear.runs.folder import write_json_atomic, write_text_atomic
 from loglinear.sweeps import runner
 from loglinear.sweeps.manifest import run_dir, write_manifest
@@ -259,7 +260,7 @@ def test_a_committed_study_rereported_from_its_results_csv_gives_its_committed_r
     studies are re-reported."""
     committed = ROOT / "results" / study
     spec = ROOT / "configs" / "sweeps" / f"{study}.yaml"
-    write_report(tmp_path, load_sweep_from_csv(committed / CSV, spec, tmp_path))
+    write_report(tmp_path, load_sweep_from_csv(committed / CSV, resolve_spread(load_spec(spec)), tmp_path))
     assert without_note((tmp_path / TABLE).read_text()) == without_note((committed / TABLE).read_text())
     for name in ("paired.csv", "paired_by_length.csv"):
         assert (tmp_path / name).is_file() == (committed / name).is_file(), name
