@@ -328,6 +328,20 @@ def test_a_rereport_refuses_an_accuracy_outside_0_1_or_a_number_not_finite_namin
     assert not (tmp_path / "target").exists()
 
 
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_a_test_loss_not_finite_is_what_a_run_recorded_and_rereports(tmp_path, value):
+    """A run that did not diverge may end with an infinite (or nan) test loss: its results.csv re-reports, the value
+    kept."""
+    spec = planted_sweep(tmp_path)
+    rows = read_rows(tmp_path / "out" / CSV)
+    row = next(i for i, r in enumerate(rows) if r["status"] == "max_steps")
+    rows = [{**r, "test/loss": "0.5" if r["status"] == "max_steps" else ""} for r in rows]
+    rows[row]["test/loss"] = value
+    sweep = load_sweep_from_csv(write_rows(tmp_path / "lossy.csv", rows), resolve_spread(load_spec(spec)), tmp_path)
+    loss = next(r for r in sweep.records if r.run_id == rows[row]["run_id"]).result["test"]["test/loss"]
+    assert repr(loss) == value
+
+
 def two_stage_study(folder: Path, monkeypatch) -> tuple[Path, Path]:
     """A two-stage study (test_two_stage.py) run with a stand-in for training: two grid extensions (0.1 and 1 on
     both selection seeds, the pick 0.1) and three confirmation runs at 0.1; its spec and results.csv."""

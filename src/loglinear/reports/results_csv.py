@@ -324,10 +324,17 @@ def _is_accuracy(column: str) -> bool:
     return column in ACCURACIES or column.startswith(f"{TEST_PREFIX}acc")
 
 
+def _is_loss(column: str) -> bool:
+    """Whether results.csv's `column` holds a test loss (`test/loss...`)."""
+    return column.startswith(f"{TEST_PREFIX}loss")
+
+
 def _number(column: str, text: str) -> float:
-    """The number in a cell of `column`; not finite, or an accuracy outside [0, 1], is a ValueError saying so."""
+    """The number in a cell of `column`; an accuracy outside [0, 1], or a number not finite where only a finite one
+    can be recorded (every column but a test loss, which a run that did not diverge may end with at inf or nan), is a
+    ValueError saying so."""
     value = float(text)
-    if not math.isfinite(value):
+    if not math.isfinite(value) and not _is_loss(column):
         raise ValueError(f"{column} {text!r} is not a finite number")
     if _is_accuracy(column) and not 0 <= value <= 1:
         raise ValueError(f"{column} {text} is not an accuracy, a fraction in [0, 1]")
