@@ -331,7 +331,7 @@ def test_a_rereport_refuses_an_accuracy_outside_0_1_or_a_number_not_finite_namin
 @pytest.mark.parametrize("value", ["inf", "nan"])
 def test_a_test_loss_not_finite_is_what_a_run_recorded_and_rereports(tmp_path, value):
     """A run that did not diverge may end with an infinite (or nan) test loss: its results.csv re-reports, the value
-    kept."""
+    kept, and its report is written."""
     spec = planted_sweep(tmp_path)
     rows = read_rows(tmp_path / "out" / CSV)
     row = next(i for i, r in enumerate(rows) if r["status"] == "max_steps")
@@ -340,6 +340,8 @@ def test_a_test_loss_not_finite_is_what_a_run_recorded_and_rereports(tmp_path, v
     sweep = load_sweep_from_csv(write_rows(tmp_path / "lossy.csv", rows), resolve_spread(load_spec(spec)), tmp_path)
     loss = next(r for r in sweep.records if r.run_id == rows[row]["run_id"]).result["test"]["test/loss"]
     assert repr(loss) == value
+    write_report(tmp_path, sweep)
+    assert (tmp_path / TABLE).is_file()
 
 
 def two_stage_study(folder: Path, monkeypatch) -> tuple[Path, Path]:
