@@ -308,13 +308,19 @@ def typed(user: DictConfig, require: bool = True) -> dict[str, Any]:
     type are refused here, values out of range by `build`. `require=False` leaves a required key that is
     missing as "???" (a part of a run's keys, completed by others; `check_required` on the whole)."""
     try:
-        merged = OmegaConf.merge(OmegaConf.structured(RunConfig), user)
+        merged = OmegaConf.merge(_schema(), user)
         values = OmegaConf.to_container(merged, resolve=True)
     except OmegaConfBaseException as e:
         raise ConfigError(_one_line(e)) from None
     if require:
         check_required(values)  # type: ignore[arg-type]
     return values  # type: ignore[return-value]
+
+
+@functools.cache
+def _schema() -> DictConfig:
+    """`RunConfig` as a structured config, made once: `OmegaConf.merge` copies it, never changes it."""
+    return OmegaConf.structured(RunConfig)
 
 
 def check_required(values: dict[str, Any]) -> None:

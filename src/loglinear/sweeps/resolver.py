@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from loglinear.runs.config import (
+    GROUPS,
     ConfigError,
     RunConfig,
     build,
@@ -47,10 +49,12 @@ class PointResolver:
         self.preset, self.base, self.out_dir = preset, base, out_dir
         self.parts: dict[tuple[str, str], Part | None] = {}
         self.values: dict[str, Any] | None = None
+        self.base_user: DictConfig | None = None
         try:
             user = self._user({})  # the base alone may lack a required key that the varied keys give
             if not _interpolates(user):
                 self.values, self.given = typed(user, require=False), given_model_keys(user)
+                self.base_user = user
         except ConfigError:
             pass  # each run says what is wrong (`reference`)
 
@@ -76,13 +80,20 @@ class PointResolver:
         if cache_key not in self.parts:
             self.parts[cache_key] = None
             try:
-                user = self._user({key: value})
+                user = self._user_with(key, value)
                 if not _interpolates(user):
                     self.parts[cache_key] = Part(_get(typed(user, require=False), key),
                                                  frozenset(given_model_keys(user)))
-            except (ConfigError, KeyError, TypeError):
+            except (ConfigError, OmegaConfBaseException, KeyError, TypeError):
                 pass
         return self.parts[cache_key]
+
+    def _user_with(self, key: str, value: Any) -> DictConfig:
+        """The user config of the base with `key` set to `value`: the base's (read once) with the key merged on top,
+        as `user_config` merges single keys last; a group key replaces its group there, so it is read whole."""
+        if self.base_user is None or key in GROUPS or key == "out_dir":
+            return self._user({key: value})
+        return OmegaConf.merge(self.base_user, OmegaConf.from_dotlist([override(key, value)]))
 
     def _arguments(self, point: Mapping[str, Any]) -> list[str]:
         return [*self.base, *(override(k, v) for k, v in point.items()), override("out_dir", self.out_dir)]
