@@ -21,6 +21,7 @@ from loglinear.protocol.power import (
     check_design,
     mcnemar_power,
     paired_t_power,
+    positive_rank_sum,
     signed_rank_null,
     signed_rank_power,
     smallest_shift,
@@ -105,6 +106,18 @@ def test_the_signed_rank_best_case_is_every_difference_of_one_sign(n):
 def test_the_signed_rank_null_counts_the_subsets_of_ranks(n):
     sums = [sum(c) for k in range(n + 1) for c in itertools.combinations(range(1, n + 1), k)]
     assert signed_rank_null(n).tolist() == pytest.approx([sums.count(w) / 2**n for w in range(n * (n + 1) // 2 + 1)])
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 44])
+def test_the_positive_rank_sum_is_scipy_s_signed_rank_statistic(n):
+    """W+ of each row of normal draws (no ties, no zeros), against scipy's two-sided statistic min(W+, W-) and the
+    total n(n+1)/2."""
+    draws = np.random.default_rng(n).normal(0.2, 1.0, size=(200, n))
+    w_plus = positive_rank_sum(draws)
+    assert w_plus.dtype.kind == "i"
+    total = n * (n + 1) // 2
+    scipy_statistic = stats.wilcoxon(draws, axis=1, method="exact").statistic
+    assert np.array_equal(np.minimum(w_plus, total - w_plus), scipy_statistic)
 
 
 def test_signed_rank_power_matches_scipy_on_independent_draws():

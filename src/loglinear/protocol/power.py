@@ -483,9 +483,11 @@ def equivalence_power(test: str, shift: float, margin: float, n: int, kind: str 
 
 
 def positive_rank_sum(draws: np.ndarray) -> np.ndarray:
-    """W+ of each row: the sum of the ranks of |x| over the positive values (no ties among normal draws)."""
-    ranks = np.abs(draws).argsort(axis=1).argsort(axis=1) + 1
-    return np.where(draws > 0, ranks, 0).sum(axis=1)
+    """W+ of each row: the sum of the ranks of |x| over the positive values (no ties among normal draws), read in
+    the order of |x| (rank r at the r-th place), which takes one sort where the ranks themselves take two."""
+    order = np.abs(draws).argsort(axis=1)
+    positive = np.take_along_axis(draws > 0, order, axis=1)
+    return positive @ np.arange(1, draws.shape[1] + 1)
 
 
 @functools.lru_cache(maxsize=64)
