@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -31,25 +32,46 @@ def test_the_time_limit_is_the_local_launcher_s():
         Launch("submitit", deadline=time.monotonic() + 60)
 
 
-def test_a_time_limited_sweep_stops_its_runs_with_their_checkpoints_and_the_next_command_resumes(tmp_path):
-    # a budget no pack finishes within the limit on an idle machine (2,000 steps did, in under 25 s)
-    spec = write_spec(tmp_path, {"train.seed": [0, 1, 2]}, **{"train.max_steps": 10000, "train.val_every": 10,
+class _Clock:
+    """The runner's `time`, whose clock jumps past any time limit once `reached()` holds: the limit falls when the
+    test chooses, on a slow machine as on a fast one."""
+
+    def __init__(self, reached: Callable[[], bool]) -> None:
+        self.reached, self.jumped = reached, False
+
+    def monotonic(self) -> float:
+        self.jumped = self.jumped or self.reached()
+        return time.monotonic() + (LIMIT_S if self.jumped else 0.0)
+
+    def __getattr__(self, name: str):
+        return getattr(time, name)
+
+
+LIMIT_S = 3600
+"""The sweep's --time-limit: longer than the runs take, so only the clock's jump reaches it."""
+
+
+def test_a_time_limited_sweep_stops_its_runs_with_their_checkpoints_and_the_next_command_resumes(
+        tmp_path, monkeypatch, capsys):
+    # the limit falls once the pack has saved a checkpoint, when its runs have most of their 1,000 steps ahead
+    spec = write_spec(tmp_path, {"train.seed": [0, 1, 2]}, **{"train.max_steps": 1000, "train.val_every": 10,
                                                                "train.early_stop_threshold": None})
     out = tmp_path / "out"
     folders = [out / "runs" / r.run_id for r in expand(load_spec(spec))]
-    env = {"OMP_NUM_THREADS": "1"}
-    first = sweep_cli("run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2", "--time-limit", "25",
-                      env=env)
-    assert first.returncode == 75, first.stderr
-    assert "time limit reached, not finished" in first.stderr and "run the same command again" in first.stderr
-    assert "[tiny] done 0, diverged 0, failed 0, running 0, pending 3 / total 3" in first.stderr
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(runner, "time", _Clock(lambda: all((f / "last.ckpt").is_file() for f in folders[:2])))
+    argv = ["run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2"]
+    assert sweep_main([*argv, "--time-limit", str(LIMIT_S)]) == 75
+    err = capsys.readouterr().err
+    assert "time limit reached, not finished" in err and "run the same command again" in err
+    assert "[tiny] done 0, diverged 0, failed 0, running 0, pending 3 / total 3" in err
     assert not any((f / "result.json").exists() for f in folders)
     assert not (out / "table.md").exists()
     paused = [f for f in folders if (f / "interrupted.ckpt").is_file() or (f / "last.ckpt").is_file()]
-    assert len(paused) == 2  # the pack of two saved; the third run had not started
+    assert paused == folders[:2]  # the pack of two saved; the third run had not started
+    monkeypatch.undo()
 
-    # the rest of three runs of 10,000 steps: minutes of CPU
-    second = sweep_cli("run", str(spec), "--out", str(out), "--workers", "1", "--pack", "2", env=env, cpu_s=3000)
+    second = sweep_cli(*argv, env={"OMP_NUM_THREADS": "1"})
     assert second.returncode == 0, second.stderr
     for folder in folders:
         assert json.loads((folder / "result.json").read_text())["status"] == "max_steps"
