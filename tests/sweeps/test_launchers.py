@@ -166,15 +166,19 @@ def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkey
     submitit = pytest.importorskip("submitit")
     run = expand(load_spec(write_spec(tmp_path, {"model.mixer": ["attention"]})))[0]
     child = ("import signal, sys, time; signal.signal(signal.SIGINT, lambda *a: sys.exit(130)); "
-             "print('ready', flush=True); time.sleep(120)")
+             "print('ready', flush=True); time.sleep(600)")
+    job, handled = TrainJob(), {}
 
     def start_job(runs, directories, env):
         process = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
         assert process.stdout.readline() == "ready\n"
+        threading.Thread(target=timeout_signal_once_started, daemon=True).start()
         return RunProcess(runs, directories, process, open(tmp_path / "train.log", "a"), 0)
 
-    monkeypatch.setattr(launchers, "start_job", start_job)
-    job, handled = TrainJob(), {}
+    def timeout_signal_once_started():  # Slurm's warning, once the task has its run's process
+        while job._process is None:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGUSR2)
 
     def on_timeout(signum, frame):  # what submitit's handler does: checkpoint, requeue, exit
         started = time.monotonic()
@@ -182,14 +186,13 @@ def test_timeout_checkpoint_stops_the_run_from_a_signal_handler(tmp_path, monkey
         handled["seconds"] = time.monotonic() - started
         raise SystemExit(-1)
 
+    monkeypatch.setattr(launchers, "start_job", start_job)
+    monkeypatch.setattr(launchers, "GRACE_S", 600.0)  # far above a child's exit on a busy machine
     previous = signal.signal(signal.SIGUSR2, on_timeout)
-    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGUSR2))
     try:
-        timer.start()
         with pytest.raises(SystemExit):
             job([run], [str(tmp_path)], 1)
     finally:
-        timer.cancel()
         signal.signal(signal.SIGUSR2, previous)
     assert isinstance(handled["requeue"], submitit.helpers.DelayedSubmission)
-    assert handled["seconds"] < 10 and job._process.process.wait() == 130
+    assert handled["seconds"] < launchers.GRACE_S and job._process.process.wait() == 130
