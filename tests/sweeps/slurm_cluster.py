@@ -31,7 +31,10 @@ DAEMONS = ("munged", "slurmctld", "slurmd")
 NEEDED = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "sinfo", "scontrol", "scancel", "srun")
 KILL_WAIT_S = 10
 """Seconds between Slurm's SIGTERM and SIGKILL when it stops a task: what a run has to save its checkpoint."""
-START_TIMEOUT_S = 60.0
+START_TIMEOUT_S = 600.0
+COMMAND_TIMEOUT_S = 300.0
+"""Guards on the wall clock against a daemon that never comes up and a client command that never returns, far above
+their seconds on a busy machine (the daemons wait on each other, so their CPU time says nothing)."""
 
 
 class ClusterUnavailable(RuntimeError):
@@ -47,6 +50,18 @@ def check_installed() -> None:
     missing = [name for name in NEEDED if not _tool(name)]
     if missing:
         raise ClusterUnavailable(f"{', '.join(missing)} not installed (Debian: apt-get install {' '.join(PACKAGES)})")
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _run_guarded(command: list, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S, env=env)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"hung: {' '.join(map(str, command))} did not return in {COMMAND_TIMEOUT_S:.0f} s "
+                             f"(load average {_load()})") from None
 
 
 def free_port() -> int:
@@ -97,10 +112,9 @@ class SlurmCluster:
             raise
         return self
 
-    def run(self, *command: str, check: bool = True, timeout: float = 30) -> str:
+    def run(self, *command: str, check: bool = True) -> str:
         """A Slurm client command against this cluster; its stdout."""
-        done = subprocess.run(list(command), capture_output=True, text=True, timeout=timeout,
-                              env={**os.environ, **self.env})
+        done = _run_guarded(list(command), env={**os.environ, **self.env})
         if check and done.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): {done.stderr.strip()}")
         return done.stdout
@@ -108,8 +122,7 @@ class SlurmCluster:
     def stop(self) -> None:
         """Cancel every job, wait for the queue to empty, then end the daemons (slurmd first)."""
         if "slurmctld" in self.processes and self.processes["slurmctld"].poll() is None:
-            subprocess.run(["scancel", "--full", "--user", "root"], capture_output=True,
-                           env={**os.environ, **self.env}, timeout=30)
+            _run_guarded(["scancel", "--full", "--user", "root"], env={**os.environ, **self.env})
             deadline = time.monotonic() + KILL_WAIT_S + 20
             while time.monotonic() < deadline and self.run("squeue", "--noheader", check=False).strip():
                 time.sleep(0.5)
@@ -135,7 +148,7 @@ class SlurmCluster:
 
     def _hardware(self) -> dict[str, str]:
         """`slurmd -C`: the node line as Slurm detects this machine (name, CPUs, sockets, memory)."""
-        done = subprocess.run([_tool("slurmd"), "-C"], capture_output=True, text=True, timeout=30)
+        done = _run_guarded([_tool("slurmd"), "-C"])
         line = next((ln for ln in done.stdout.splitlines() if ln.startswith("NodeName=")), "")
         fields = dict(item.split("=", 1) for item in line.split() if "=" in item)
         if not {"NodeName", "CPUs", "RealMemory"} <= set(fields):
@@ -214,4 +227,5 @@ class SlurmCluster:
             if ready():
                 return
             time.sleep(0.5)
-        raise ClusterUnavailable(f"{failure} within {START_TIMEOUT_S:.0f}s (logs in {self.root})")
+        raise ClusterUnavailable(f"{failure} within {START_TIMEOUT_S:.0f}s, load average {_load()} "
+                                 f"(logs in {self.root})")
