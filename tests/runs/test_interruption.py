@@ -3,6 +3,7 @@ exactly the uninterrupted run's metrics.csv, result.json (apart from wall time) 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import errno
 import json
@@ -17,7 +18,9 @@ import torch
 
 from loglinear.cli import main as cli_main
 from loglinear.runs.checkpoints import AtomicCheckpointIO
+from loglinear.runs.config import load_run_config
 from loglinear.runs.folder import LOCK, DiskFull, exclusive, read_result
+from loglinear.runs.train import train
 
 from .. import child_process
 
@@ -40,9 +43,29 @@ def harness(out: Path, hook: str = "train", step: int = 0, signame: str = "none"
     return proc.returncode
 
 
-def cli(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return child_process.run([sys.executable, "-m", "loglinear", "train", *RUN, *extra, f"out_dir={out}"], env=ENV,
-                             cpu_s=600)
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread, as the harness's and the commands' processes (ENV): the same sums, to the bit."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def train_here(out: Path) -> None:
+    """The run trained to its end in this process: what `harness(out)` does in a new one (the interruptions need
+    processes of their own, a run's resumption does not)."""
+    with one_thread():
+        train(load_run_config(None, [*RUN, f"out_dir={out}"]))
+
+
+def cli_here(out: Path, capsys) -> tuple[int, str]:
+    """`loglinear train` on the run in this process: its exit status and what it wrote on stderr."""
+    with one_thread():
+        code = cli_main(["train", *RUN, f"out_dir={out}"])
+    return code, capsys.readouterr().err
 
 
 def rows(out: Path) -> list[dict[str, str]]:
@@ -68,7 +91,7 @@ def without_time(result: dict) -> dict:
 @pytest.fixture(scope="module")
 def whole(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("whole") / "run"
-    assert harness(out) == 0
+    train_here(out)
     return out
 
 
@@ -106,7 +129,7 @@ def test_interrupted_run_resumes_to_the_same_result(tmp_path, whole, hook, step,
         assert step_of(out / "interrupted.ckpt") == step + 1  # the step in flight finished, then saved
     if signame != "SIGKILL" and hook == "val":
         assert step_of(out / "last.ckpt") == step and not (out / "interrupted.ckpt").exists()
-    assert harness(out) == 0
+    train_here(out)
     assert_same_run(out, whole)
 
 
@@ -115,7 +138,7 @@ def test_twice_interrupted_run_still_matches(tmp_path, whole):
     assert harness(out, "train", 8, "SIGTERM") == 143
     assert harness(out, "val", 20, "SIGKILL") == -9
     assert harness(out, "train", 33, "SIGINT") == 130
-    assert harness(out) == 0
+    train_here(out)
     assert_same_run(out, whole)
 
 
@@ -135,15 +158,15 @@ def test_the_command_exits_non_zero_with_one_line_on_a_signal(tmp_path, signum, 
     assert read_result(out) is None and (out / "last.ckpt").is_file()
 
 
-def test_a_metrics_file_cut_mid_row_is_named_and_the_cut_row_dropped(tmp_path):
+def test_a_metrics_file_cut_mid_row_is_named_and_the_cut_row_dropped(tmp_path, capsys):
     out = tmp_path / "run"
     assert harness(out, "train", 13, "SIGINT") == 130
     whole_rows = rows(out)
     text = (out / "metrics.csv").read_text()
     (out / "metrics.csv").write_text(text[: text.rindex(",")])  # the last row loses its last cell and newline
-    proc = cli(out)
-    assert proc.returncode == 0, proc.stderr
-    assert f"metrics.csv ends in a row cut short (row {len(whole_rows)}); it is dropped" in proc.stderr
+    code, err = cli_here(out, capsys)
+    assert code == 0, err
+    assert f"metrics.csv ends in a row cut short (row {len(whole_rows)}); it is dropped" in err
     assert rows(out)[: len(whole_rows) - 1] == whole_rows[:-1]
 
 
@@ -162,26 +185,26 @@ def test_ctrl_c_on_a_terminal_with_dataloader_workers_is_one_line(tmp_path):
     assert err.strip().splitlines()[-1].startswith("loglinear train: interrupted by SIGINT")
 
 
-def test_a_corrupt_checkpoint_is_set_aside_and_named(tmp_path, whole):
+def test_a_corrupt_checkpoint_is_set_aside_and_named(tmp_path, whole, capsys):
     out = tmp_path / "run"
     assert harness(out, "train", 23, "SIGTERM") == 143  # last.ckpt at step 20, interrupted.ckpt at 24
     newest = out / "interrupted.ckpt"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])  # what a full disk used to leave
-    proc = cli(out)
-    assert proc.returncode == 0, proc.stderr
-    assert "interrupted.ckpt is unreadable" in proc.stderr and "resuming from last.ckpt at step 20" in proc.stderr
+    code, err = cli_here(out, capsys)
+    assert code == 0, err
+    assert "interrupted.ckpt is unreadable" in err and "resuming from last.ckpt at step 20" in err
     assert (out / "interrupted.ckpt.corrupt").is_file()
     assert_same_run(out, whole)
 
 
-def test_no_readable_checkpoint_restarts_from_step_0_and_says_so(tmp_path, whole):
+def test_no_readable_checkpoint_restarts_from_step_0_and_says_so(tmp_path, whole, capsys):
     out = tmp_path / "run"
     assert harness(out, "train", 23, "SIGTERM") == 143
     for name in ("last.ckpt", "interrupted.ckpt"):
         (out / name).write_bytes(b"PK\x03\x04 not a checkpoint")
-    proc = cli(out)
-    assert proc.returncode == 0, proc.stderr
-    assert "no readable checkpoint left: starting from step 0" in proc.stderr
+    code, err = cli_here(out, capsys)
+    assert code == 0, err
+    assert "no readable checkpoint left: starting from step 0" in err
     assert_same_run(out, whole)
 
 
