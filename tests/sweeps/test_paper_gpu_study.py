@@ -100,7 +100,7 @@ def test_a_cpu_pilot_of_the_study_runs_its_whole_path_packed(tmp_path, monkeypat
     confirmation and the report run for this spec with --pack."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     out = tmp_path / "out"
-    assert sweep_main(["run", str(_pilot_spec(tmp_path)), "--out", str(out), "--pack", "4", "--workers", "2",
+    assert sweep_main(["run", str(_pilot_spec(tmp_path)), "--out", str(out), "--pack", "6", "--workers", "2",
                        "--quiet"]) == 0
     with open(out / "results.csv", newline="") as f:
         rows = list(csv.DictReader(f))
