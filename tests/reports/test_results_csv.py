@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -82,6 +83,26 @@ def planted_sweep(folder: Path, **base) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def planted_folders() -> dict[str, Path]:
+    return {}
+
+
+@pytest.fixture
+def planted(tmp_path, tmp_path_factory, planted_folders):
+    """planted(**base): `planted_sweep(tmp_path, **base)` as a copy of the one made once in this module for that
+    `base` (its report draws every figure: about a CPU second)."""
+    def make(**base) -> Path:
+        key = json.dumps(base, sort_keys=True)
+        if key not in planted_folders:
+            planted_folders[key] = planted_sweep(tmp_path_factory.mktemp("planted"), **base)
+        spec = planted_folders[key]
+        shutil.copytree(spec.parent, tmp_path, dirs_exist_ok=True)
+        return tmp_path / spec.name
+
+    return make
+
+
 def without_note(table: str) -> str:
     """`table` without the re-report's line (and the blank line after it)."""
     return re.sub(f"^{re.escape(REREPORTED)}.*\n\n", "", table, flags=re.M)
@@ -100,8 +121,8 @@ def write_rows(path: Path, rows: list[dict[str, str]], drop: tuple[str, ...] = (
     return path
 
 
-def test_a_rereport_from_results_csv_is_the_report_from_the_run_folders(tmp_path, capsys):
-    spec = planted_sweep(tmp_path)
+def test_a_rereport_from_results_csv_is_the_report_from_the_run_folders(planted, tmp_path, capsys):
+    spec = planted()
     out, again = tmp_path / "out", tmp_path / "again"
     assert sweep_main(["report", str(again), "--spec", str(spec), "--from-results", str(out / CSV)]) == 0
     table = (again / TABLE).read_text()
@@ -116,8 +137,8 @@ def test_a_rereport_from_results_csv_is_the_report_from_the_run_folders(tmp_path
     assert "| AMD EPYC (AVX512), torch 2.13.0+cpu, 1 thread | 6 |" in table and "on 2 machines" in table
 
 
-def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(tmp_path):
-    spec = planted_sweep(tmp_path)
+def test_an_older_results_csv_gives_what_it_holds_and_names_the_rest(planted, tmp_path):
+    spec = planted()
     out = tmp_path / "out"
     rows = read_rows(out / CSV)
     old = write_rows(tmp_path / "old.csv", rows,
@@ -160,12 +181,12 @@ def folder_report_at(tmp_path: Path, report: dict) -> tuple[Path, Path]:
 @pytest.mark.parametrize("report", [{"threshold": 0.9, "plateau": 0.5}, {"threshold": 0.99, "plateau": 0.97},
                                     {"threshold": 0.9, "plateau": 0.9}, {"threshold": 0.5, "plateau": 0.3}])
 @pytest.mark.parametrize("drop", [(), (PASSAGE_STEPS, PASSAGE_REACHED)])
-def test_a_rereport_at_other_thresholds_counts_solved_and_escaped_again(tmp_path, report, drop):
+def test_a_rereport_at_other_thresholds_counts_solved_and_escaped_again(planted, tmp_path, report, drop):
     """results.csv written at threshold 0.99 and plateau 0.5, re-reported at others: solved, escaped and how each
     run ended are the report's from the run folders (the run peaking at 95% is solved at 90%, not escaped at
     97%), never the columns written at the old values; the steps to a threshold that is not the runs' own are
     left out and named."""
-    planted_sweep(tmp_path)
+    planted()
     csv_path = write_rows(tmp_path / "written.csv", read_rows(tmp_path / "out" / CSV), drop=drop)
     truth, spec = folder_report_at(tmp_path, report)
     again = tmp_path / "again"
@@ -188,10 +209,10 @@ def test_a_rereport_at_other_thresholds_counts_solved_and_escaped_again(tmp_path
             "\n## ")[0], section
 
 
-def test_solved_that_results_csv_cannot_tell_at_another_threshold_is_refused(tmp_path, capsys):
+def test_solved_that_results_csv_cannot_tell_at_another_threshold_is_refused(planted, tmp_path, capsys):
     """Runs solved on two consecutive validations: at another threshold, a run whose best validation is above it
     may or may not have held it twice; the re-report refuses, naming the run and the threshold."""
-    spec = planted_sweep(tmp_path, **{"train.threshold_evals": 2})
+    spec = planted(**{"train.threshold_evals": 2})
     rows = read_rows(tmp_path / "out" / CSV)
     other = tiny_spec(tmp_path, name="at90", report={"threshold": 0.9}, **{"train.threshold_evals": 2})
     peaked = next(r for r in rows if r["val_accuracy"] == "0.95")
@@ -203,10 +224,10 @@ def test_solved_that_results_csv_cannot_tell_at_another_threshold_is_refused(tmp
 
 
 @pytest.mark.parametrize("spelling", [("TRUE", "FALSE"), ("true", "false"), ("1", "0")])
-def test_booleans_in_any_spelling_and_an_excel_csv_give_the_same_report(tmp_path, spelling):
+def test_booleans_in_any_spelling_and_an_excel_csv_give_the_same_report(planted, tmp_path, spelling):
     """A results.csv saved by a spreadsheet (a byte-order mark, CRLF line ends, TRUE and FALSE) re-reports as the
     CSV the report wrote."""
-    spec = planted_sweep(tmp_path)
+    spec = planted()
     out = tmp_path / "out"
     rows = [{k: dict(zip(("True", "False"), spelling, strict=True)).get(v, v) for k, v in row.items()}
             for row in read_rows(out / CSV)]
@@ -278,8 +299,8 @@ def refused(capsys, argv: list[str], *words: str) -> str:
     return err
 
 
-def test_a_rereport_refuses_what_it_cannot_read_and_writes_nothing(tmp_path, capsys):
-    spec = planted_sweep(tmp_path)
+def test_a_rereport_refuses_what_it_cannot_read_and_writes_nothing(planted, tmp_path, capsys):
+    spec = planted()
     out, target = tmp_path / "out", tmp_path / "target"
     other = json.loads(spec.read_text())
     other["base"]["model.d_model"] = 32
@@ -316,9 +337,9 @@ def test_a_rereport_refuses_what_it_cannot_read_and_writes_nothing(tmp_path, cap
     ("wall_time_s", "NaN", "wall_time_s 'NaN' is not a finite number"),
     ("step", "inf", "step 'inf' is not a finite number"),
 ])
-def test_a_rereport_refuses_an_accuracy_outside_0_1_or_a_number_not_finite_naming_the_row(tmp_path, capsys, column,
-                                                                                          value, words):
-    spec = planted_sweep(tmp_path)
+def test_a_rereport_refuses_an_accuracy_outside_0_1_or_a_number_not_finite_naming_the_row(planted, tmp_path, capsys,
+                                                                                          column, value, words):
+    spec = planted()
     rows = read_rows(tmp_path / "out" / CSV)
     row = next(i for i, r in enumerate(rows) if r["status"] == "max_steps")
     rows[row][column] = value
@@ -329,10 +350,10 @@ def test_a_rereport_refuses_an_accuracy_outside_0_1_or_a_number_not_finite_namin
 
 
 @pytest.mark.parametrize("value", ["inf", "nan"])
-def test_a_test_loss_not_finite_is_what_a_run_recorded_and_rereports(tmp_path, value):
+def test_a_test_loss_not_finite_is_what_a_run_recorded_and_rereports(planted, tmp_path, value):
     """A run that did not diverge may end with an infinite (or nan) test loss: its results.csv re-reports, the value
     kept, and its report is written."""
-    spec = planted_sweep(tmp_path)
+    spec = planted()
     rows = read_rows(tmp_path / "out" / CSV)
     row = next(i for i, r in enumerate(rows) if r["status"] == "max_steps")
     rows = [{**r, "test/loss": "0.5" if r["status"] == "max_steps" else ""} for r in rows]
@@ -393,9 +414,9 @@ def test_a_rereport_refuses_a_csv_that_is_not_the_whole_study(tmp_path, capsys, 
     assert sweep_main(["report", str(target), "--spec", str(spec), "--from-results", str(results)]) == 0
 
 
-def test_another_specs_csv_is_refused(tmp_path, capsys, monkeypatch):
+def test_another_specs_csv_is_refused(planted, tmp_path, capsys, monkeypatch):
     """A single-stage study's CSV under a two-stage spec whose grid overlaps it, and the other way round."""
-    tiny = planted_sweep(tmp_path)
+    tiny = planted()
     spec, results = two_stage_study(tmp_path / "two", monkeypatch)
     capsys.readouterr()
     refused(capsys, ["report", str(tmp_path / "a"), "--spec", str(spec), "--from-results", str(tmp_path / "out" / CSV)],
@@ -405,10 +426,10 @@ def test_another_specs_csv_is_refused(tmp_path, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("damage", ["a row deleted", "cut at a line boundary", "a status edited"])
-def test_a_rereport_in_place_of_a_csv_that_lost_runs_keeps_the_report(tmp_path, capsys, damage):
+def test_a_rereport_in_place_of_a_csv_that_lost_runs_keeps_the_report(planted, tmp_path, capsys, damage):
     """`sweep report REP --spec` on the folder of an earlier re-report whose results.csv lost rows (deleted, cut at
     a line boundary) or had a finished run's status edited: refused, every file of the report left as it was."""
-    spec = planted_sweep(tmp_path)
+    spec = planted()
     rep = tmp_path / "rep"
     assert sweep_main(["report", str(rep), "--spec", str(spec), "--from-results", str(tmp_path / "out" / CSV)]) == 0
     rows = read_rows(rep / CSV)
@@ -437,11 +458,11 @@ def test_every_committed_study_is_the_whole_study_its_spec_plans(study):
         assert sorted(e["id"] for e in manifest["runs"]) == sorted(r.run_id for r in sweep.records)
 
 
-def test_how_runs_ended_is_reread_only_under_the_labels_it_was_written_with(tmp_path, capsys):
+def test_how_runs_ended_is_reread_only_under_the_labels_it_was_written_with(planted, tmp_path, capsys):
     """A study with a plateau window of its own (no part of its runs' ids): results.csv records the window and
     minimum rise its `convergence` was labelled with; re-reported under them, plateau and improving stand; under
     another window they cannot be told without the histories: `unknown`, and the line says so."""
-    spec = planted_sweep(tmp_path, **{"train.plateau_window": 2})
+    spec = planted(**{"train.plateau_window": 2})
     rows = read_rows(tmp_path / "out" / CSV)
     assert {(r["plateau_window"], r["plateau_min_delta"]) for r in rows} == {("2", "0.01")}
     ended = {r["run_id"]: r["convergence"] for r in rows}
@@ -461,10 +482,10 @@ def test_how_runs_ended_is_reread_only_under_the_labels_it_was_written_with(tmp_
         (tmp_path / "other" / TABLE).read_text()
 
 
-def test_a_budget_end_labelled_before_the_window_rule_is_read_as_too_short(tmp_path):
+def test_a_budget_end_labelled_before_the_window_rule_is_read_as_too_short(planted, tmp_path):
     """A 300-step budget validated every 100 steps has 3 validations, fewer than the plateau window of 10: the report
     labels its budget ends `too short`, and a results.csv written before the rule (`improving` there) is read so."""
-    spec = planted_sweep(tmp_path, **{"train.max_steps": 300, "train.val_every": 100})
+    spec = planted(**{"train.max_steps": 300, "train.val_every": 100})
     path = tmp_path / "out" / CSV
     rows = read_rows(path)
     short = {r["run_id"] for r in rows if r["convergence"] == "too short"}
