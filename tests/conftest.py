@@ -13,10 +13,14 @@ if not torch.cuda.is_available():
 
 # pytest-xdist starts a worker per core: torch's own threads in each would oversubscribe the cores, and the tests'
 # sizes gain nothing from them (2 workers on 2 cores: the kernel, model and training tests took 1.6 to 1.9 times
-# as long with torch's default threads)
+# as long with torch's default threads); so would those of the processes the tests start, which inherit the count
+# (the packing benchmark's smoke run took 15 CPU s with torch's default threads beside the other worker, 4 with one)
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    torch.set_num_threads(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    threads = max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    torch.set_num_threads(threads)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(name, str(threads))
 
 # CI must be reproducible: the same examples every run, no wall-clock deadlines on a slow or shared machine.
 settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
