@@ -106,7 +106,7 @@ class SlurmCluster:
             self._wait(lambda: (self.root / "munge.socket").exists(), "munged did not create its socket")
             self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-c", "-f", str(self.conf)])
             self._spawn("slurmd", [_tool("slurmd"), "-D", "-f", str(self.conf), "-N", self.node])
-            self._wait(self._node_idle, f"node {self.node} did not become idle in partition {PARTITION}")
+            self._wait(self.node_idle, f"node {self.node} did not become idle in partition {PARTITION}")
         except BaseException:
             self.stop()
             raise
@@ -212,7 +212,8 @@ class SlurmCluster:
                                                 stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         log.close()
 
-    def _node_idle(self) -> bool:
+    def node_idle(self) -> bool:
+        """Whether the node runs nothing (a stopped task's processes are gone too)."""
         state = self.run("sinfo", "--noheader", "--partition", PARTITION, "--format=%T", check=False).strip()
         return state == "idle"
 

@@ -157,8 +157,12 @@ def test_a_requeued_or_timed_out_task_resumes_its_run_from_its_checkpoint(slurm_
         wait_for(lambda: "PENDING" in slurm_cluster.run(*queue), f"the task back in the queue after {' '.join(stop)}")
         assert not (directory / "result.json").is_file()
         kept.append(metric_rows(directory))
+        # Slurm holds a requeued job back 2 minutes; started at once, it needs its last start's processes gone, and a
+        # new second: Slurm revokes the old credential by the second and refuses a start within it ("Job credential
+        # revoked", the task then ends failed)
+        wait_for(slurm_cluster.node_idle, f"the node idle after {' '.join(stop)}")
+        time.sleep(1.0)
         requeued = time.time()
-        # Slurm holds a requeued job back 2 minutes
         slurm_cluster.run("scontrol", "update", f"JobId={task}", "StartTime=now")
         wait_for(lambda since=requeued: (directory / "last.ckpt").stat().st_mtime > since,
                  "a checkpoint of the resumed run")
