@@ -45,7 +45,7 @@ SECTION = "packing: training throughput"
 SCORED = 64  # scored positions per sequence: MQAR's largest count at 256 tokens (the head's heaviest case)
 T = 256
 FIXED_SET = 20_000  # examples in each run's fixed training set for `fixed_set_rate` (the paper's is 180,000)
-QUICK_FIXED_SET = 64  # --quick's: making 4 sets of 20,000 took 15 of its 25 CPU seconds
+QUICK_FIXED_SET = 64  # --quick's: 4 sets of 20,000 took 1.0 of its 1.5 CPU s of work (one thread)
 
 
 def _config(mixer: str, d_model: int, batch: int):
