@@ -18,6 +18,7 @@ from loglinear.kernels.selfcheck import CACHE_ENV, MODE_ENV, SelfCheckWarning, c
 
 pytest.importorskip("triton")
 from .. import child_process
+from ..slow_cases import default_and_slow
 from .selfcheck_helpers import break_output, new_process  # noqa: E402  (after the importorskip)
 
 pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason="the report of a machine without CUDA")
@@ -71,7 +72,7 @@ if os.environ.get("TRITON_INTERPRET") == "1":
 doctor's commands are under test here, every case passing is tests/kernels/test_selfcheck.py's."""
 
 
-@pytest.mark.parametrize("interpret", [None, "0"])
+@pytest.mark.parametrize("interpret", default_and_slow([None, "0"], [None]))
 def test_doctor_on_a_cpu_machine_checks_in_the_interpreter_says_chunk_and_exits_0(interpret, monkeypatch, tmp_path):
     """Whether or not the environment asks for the interpreter: Triton reads TRITON_INTERPRET when its modules
     load (torch may load them first), so doctor sets it for a new process rather than in its own."""
@@ -118,7 +119,7 @@ def test_doctor_whose_cache_cannot_be_written_says_so_and_exits_1(monkeypatch, t
     assert f"NOT stored: {blocked / 'cache'} cannot be written" in out
 
 
-@pytest.mark.parametrize("whole_group", [True, False])
+@pytest.mark.parametrize("whole_group", default_and_slow([True, False], [True]))
 def test_an_interrupted_doctor_is_one_line_exit_130_and_stores_no_verdict(whole_group, tmp_path):
     """Ctrl-C at a terminal reaches the whole process group (`whole_group`); `kill -INT` reaches the doctor alone.
     Either way the check running in the interpreter's process stops, and one line says so."""

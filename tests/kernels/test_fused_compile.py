@@ -36,6 +36,7 @@ from loglinear.kernels.triton_limits import MAX_CHUNK, MAX_K, SHARED_MEMORY
 from loglinear.kernels.variant import Variant
 
 from .. import child_process
+from ..slow_cases import default_and_slow
 from .helpers import make_inputs
 
 pytest.importorskip("triton")
@@ -188,7 +189,7 @@ def test_the_cases_reach_the_largest_blocks():
     assert max(c.chunk for c in CASES) == MAX_CHUNK and {torch.bfloat16, torch.float32} <= {c.dtype for c in CASES}
 
 
-@pytest.mark.parametrize("arch", [pytest.param("80", marks=pytest.mark.slow), "90a"])
+@pytest.mark.parametrize("arch", default_and_slow(sorted(SHARED_MEMORY), ["90a"]))
 def test_mqars_launches_compile_and_fit_a_block(quick, compiled, arch):
     result = compiled(with_a_rejected_one(quick), arch)
     assert {launch.kernel for launch in quick} == KERNELS

@@ -15,6 +15,7 @@ from loglinear.runs.config import load_run_config, to_yaml
 from loglinear.runs.train import train
 
 from .. import child_process
+from ..slow_cases import default_and_slow
 from .pairs import GRID, assert_same_run, configs, overrides
 
 HERE = Path(__file__).parent
@@ -49,7 +50,7 @@ def _same_as_reference(reference: Path, root: Path) -> None:
         assert_same_run(reference / name, root / "packed" / name)
 
 
-@pytest.mark.parametrize("step", [20, 25])
+@pytest.mark.parametrize("step", default_and_slow([20, 25], [20]))
 def test_a_pack_interrupted_and_resumed_ends_as_one_never_interrupted(tmp_path, reference, step):
     paths = _write(configs(tmp_path, "packed", MODEL))
     stopped = _python(str(HERE / "pack_harness.py"), str(step), "SIGINT", *paths)

@@ -14,6 +14,7 @@ from loglinear.runs.folder import read_result
 from loglinear.runs.metrics_rows import read_rows
 from loglinear.runs.train import train
 
+from ..slow_cases import default_and_slow
 from .pairs import GRID, assert_same_run, configs
 
 MIXERS = ["attention", "mamba2", "gated_deltanet", "log_linear_mamba2", "log_linear_gated_deltanet", "linear_attention",
@@ -31,7 +32,7 @@ def _pack_against_alone(tmp_path, model, extra=(), grid=GRID, **kw):
     return results
 
 
-@pytest.mark.parametrize("model", MIXERS)
+@pytest.mark.parametrize("model", default_and_slow(MIXERS, ["log_linear_mamba2", "log_linear_gated_deltanet"]))
 def test_a_pack_of_mqar_runs_ends_as_each_run_alone(tmp_path, model):
     results = _pack_against_alone(tmp_path, model)
     assert [r["status"] for r in results] == ["max_steps"] * 4 and all(r["step"] == 60 for r in results)

@@ -24,6 +24,7 @@ from loglinear.sweeps.manifest import run_dir, write_manifest
 from loglinear.sweeps.spec import expand, load_spec
 
 from ..protocol.test_two_stage import extending_stand_in, two_stage_spec
+from ..slow_cases import default_and_slow
 
 ROOT = Path(__file__).resolve().parents[2]
 VERDICT = {"status": "passed", "device": "CPU", "dtype": "float32", "failure": None, "path": None}
@@ -273,8 +274,7 @@ def test_the_committed_studies_are_found():
     assert "parity_gdn_confirm_cpu" in COMMITTED and len(COMMITTED) > 1
 
 
-@pytest.mark.parametrize("study", [pytest.param(s, marks=[] if s == SMALLEST else [pytest.mark.slow])
-                                   for s in COMMITTED])
+@pytest.mark.parametrize("study", default_and_slow(COMMITTED, [SMALLEST]))
 def test_a_committed_study_rereported_from_its_results_csv_gives_its_committed_report(tmp_path, study):
     """The committed table.md, paired files and results.csv columns, number for number (apart from the line that
     says the re-report's source), for every committed study; a definition change shows here until the committed

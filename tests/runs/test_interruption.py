@@ -23,6 +23,7 @@ from loglinear.runs.folder import LOCK, DiskFull, exclusive, read_result
 from loglinear.runs.train import train
 
 from .. import child_process
+from ..slow_cases import default_and_slow
 
 HARNESS = Path(__file__).with_name("interrupt_harness.py")
 # attention on 1 key-value pair at length 8: 40 steps, a validation every 10 (at steps 10, 20, 30, 40)
@@ -109,18 +110,20 @@ def test_the_reference_run_validates_on_its_grid(whole):
     assert read_result(whole)["step"] == 40
 
 
-@pytest.mark.parametrize(
-    "hook, step, signame, code",
-    [
-        ("train", 13, "SIGINT", 130),  # between two validations
-        ("train", 27, "SIGTERM", 143),
-        ("val", 20, "SIGTERM", 143),  # during a validation: it finishes (saving last.ckpt), then the run stops
-        ("val", 30, "SIGINT", 130),
-        ("train", 17, "SIGKILL", -9),  # no checkpoint: resumes from the validation at step 10
-        ("val", 30, "SIGKILL", -9),  # killed during a validation: it is redone
-        ("test", 0, "SIGTERM", 143),  # during the final test: training is over, the test is redone
-    ],
-)
+INTERRUPTIONS = [
+    ("train", 13, "SIGINT", 130),  # between two validations
+    ("train", 27, "SIGTERM", 143),
+    ("val", 20, "SIGTERM", 143),  # during a validation: it finishes (saving last.ckpt), then the run stops
+    ("val", 30, "SIGINT", 130),
+    ("train", 17, "SIGKILL", -9),  # no checkpoint: resumes from the validation at step 10
+    ("val", 30, "SIGKILL", -9),  # killed during a validation: it is redone
+    ("test", 0, "SIGTERM", 143),  # during the final test: training is over, the test is redone
+]
+
+
+# the default run: each signal once, in training, in a validation and in the final test
+@pytest.mark.parametrize("hook, step, signame, code", default_and_slow(
+    INTERRUPTIONS, [("train", 13, "SIGINT", 130), ("val", 30, "SIGKILL", -9), ("test", 0, "SIGTERM", 143)]))
 def test_interrupted_run_resumes_to_the_same_result(tmp_path, whole, hook, step, signame, code):
     out = tmp_path / "run"
     assert harness(out, hook, step, signame) == code
@@ -142,7 +145,8 @@ def test_twice_interrupted_run_still_matches(tmp_path, whole):
     assert_same_run(out, whole)
 
 
-@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("signum, code", default_and_slow([(signal.SIGTERM, 143), (signal.SIGINT, 130)],
+                                                             [(signal.SIGTERM, 143)]))
 def test_the_command_exits_non_zero_with_one_line_on_a_signal(tmp_path, signum, code):
     out = tmp_path / "run"
     command = [sys.executable, "-m", "loglinear", "train", *RUN, "train.max_steps=100000", f"out_dir={out}"]

@@ -91,8 +91,11 @@ def test_a_time_limit_too_short_for_any_progress_ends_the_retries_with_its_own_s
     exits 78 with one line saying why; a command that makes progress clears the count."""
     spec = write_spec(tmp_path, {"train.seed": [0, 1]})
     out = tmp_path / "out"
-    # a second: less than a run's process takes to import torch
-    argv = ["run", str(spec), "--out", str(out), "--workers", "1", "--quiet", "--time-limit", "1"]
+    # the limit falls at the runner's first look, before a run could save, however fast or slow the machine (a
+    # wall-clock second was no such limit on a busy machine: a run signalled while it was starting trained to its
+    # end within the grace period, and that progress cleared the count)
+    monkeypatch.setattr(runner, "time", _Clock(lambda: True))
+    argv = ["run", str(spec), "--out", str(out), "--workers", "1", "--quiet", "--time-limit", str(LIMIT_S)]
     assert sweep_main(argv) == 75
     assert "run the same command again" in capsys.readouterr().err
     assert sweep_main(argv) == 78
