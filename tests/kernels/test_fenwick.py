@@ -10,6 +10,7 @@ from loglinear.kernels.fenwick import (
     _bit_length_by_halving,
     bit_length,
     fenwick_merge,
+    fenwick_merge_levels,
     state_bucket_levels,
     trailing_zeros,
 )
@@ -90,12 +91,19 @@ def test_state_bucket_levels_follow_the_recurrence(start):
                 assert S[0, 0, :, b].nonzero().item() == levels[t - start, b]
 
 
-def test_merge_with_one_shared_position_equals_the_per_sequence_merge():
+def test_the_merge_of_levels_held_as_a_list_equals_the_per_sequence_merge():
     S = torch.randint(-100, 100, (2, 3, 8, 2)).double()  # integers: sums are exact in any order
     for p in range(0, 128):
-        assert torch.equal(fenwick_merge(S, p), fenwick_merge(S, torch.tensor([p, p])))
+        merged = fenwick_merge_levels(list(S.unbind(2)), p)
+        expected = fenwick_merge(S, torch.tensor([p, p]))
+        assert len(merged) == 8
+        for level, s in enumerate(merged):
+            assert torch.equal(torch.zeros_like(S[:, :, 0]) if s is None else s, expected[:, :, level])
 
 
-def test_merge_with_a_shared_position_grows_a_short_state():
-    S = torch.ones(1, 1, 2, 1)
-    assert fenwick_merge(S, 8)[0, 0, :, 0].tolist() == [0, 0, 0, 0, 2]
+def test_the_merge_of_levels_held_as_a_list_empties_them_and_grows_a_short_list():
+    one = torch.ones(1, 1, 1)
+    merged = fenwick_merge_levels([one, None], 8)  # position 8: levels 0..3 into level 4
+    assert merged[:4] == [None] * 4 and merged[4].tolist() == [[[1.0]]] and len(merged) == 5
+    unchanged = [one, one]
+    assert fenwick_merge_levels(unchanged, 0) is unchanged

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from einops import rearrange
 from torch import Tensor
 
-from loglinear.kernels.fenwick import bit_length, fenwick_merge, level_matrix, state_bucket_levels
+from loglinear.kernels.fenwick import bit_length, fenwick_merge_levels, level_matrix, state_bucket_levels
 from loglinear.kernels.layout import ChunkLayout
 from loglinear.kernels.level_gather import gather_levels
 from loglinear.kernels.state import LogLinearState
@@ -75,6 +75,10 @@ def chunk_log_linear_attn(
     return layout.from_chunks(o.flatten(2, 3)), final
 
 
+Buckets = list[Tensor | None]
+"""The chunk-level Fenwick state as `inter_chunk_scan` carries it: bucket m's (B, H, V, K) state, None while empty."""
+
+
 @dataclass
 class Chunks:
     """The inputs cut into N chunks of C slots, (B, H, N, C, ...): Q and K may have one head shared by all."""
@@ -110,10 +114,14 @@ class ChunkEffects:
     P: Tensor | None  # (B, H, N, K, K) the transition W = P of the delta rule
 
     def move(self, S: Tensor, n: int | list[int]) -> Tensor:
-        """S (B, H, L, V, K) through chunk n's transition (a list: chunk n[b] for sequence b)."""
+        """S, the buckets (B, H, L, V, K) or one of them (B, H, V, K), through chunk n's transition (a list: chunk
+        n[b] for sequence b)."""
         W = self.a if self.P is None else self.P
         W = W[:, :, n] if isinstance(n, int) else _per_sequence(W, n)
-        return W[:, :, None, None, None] * S if self.P is None else S @ W[:, :, None]
+        buckets = (1,) * (S.dim() - 4)  # the bucket axis between (B, H) and (V, K), if S has one
+        if self.P is None:
+            return W.reshape(W.shape + buckets + (1, 1)) * S
+        return S @ W.reshape(W.shape[:2] + buckets + W.shape[2:])
 
 
 def intra_chunk(x: Chunks, out_levels: int, carry: bool) -> tuple[Tensor, Tensor, Tensor | None]:
@@ -162,37 +170,43 @@ def chunk_effects(x: Chunks, A: Tensor, Tinv: Tensor | None) -> ChunkEffects:
 
 def inter_chunk_scan(
     o: Tensor, x: Chunks, effects: ChunkEffects, first_chunk: int, state: LogLinearState | None,
-) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+) -> tuple[Tensor, list[Buckets], list[Tensor]]:
     """Step 3: one pass over the chunks carrying the chunk-level Fenwick state (the recurrence of
     kernels/recurrent.py with chunks as tokens and D as the outer product; the state grows as levels
     fill). At chunk I its bucket m >= 1 holds the keys at level c + m and is non-empty exactly when bit
     m-1 of I is set: only those (chunk, bucket) pairs are read, o_t += lambda_t^(c+m) H_m r_t, half of
     all on average, one batched matmul per bucket.
 
+    The buckets travel as a list, one (B, H, V, K) tensor each (None: empty), so a chunk updates each bucket
+    alone and never copies the whole state: inductor's vectorised CPU code computes the backward of the
+    concatenating form wrong (torch 2.13, docs/operator.md#torchcompile-on-the-cpu).
+
     Returns o plus the reads, the buckets at each chunk's start, and the initial state's buckets at each
     chunk's start (moved through the chunks before it; empty without a state).
     """
-    B, H, N, C, V = o.shape
-    c = C.bit_length() - 1
-    S = o.new_zeros(B, H, 1, V, effects.Kd.shape[-1])
+    c = o.shape[3].bit_length() - 1
+    zero = torch.zeros_like(effects.D[:, :, 0])  # an empty bucket
+    S: Buckets = [None]
     E = None if state is None else state.levels  # (B, H, L0, V, K) the initial buckets
     starts, initial_starts = [], []
     reads: dict[int, list[int]] = {}  # bucket -> chunks reading it
-    for i in range(N):
+    for i in range(o.shape[2]):
         I = first_chunk + i
         if x.lam is not None:
-            S = fenwick_merge(S, I)
+            S = fenwick_merge_levels(S, I)
         starts.append(S)
-        for m in [0] if x.lam is None else [m for m in range(1, S.shape[2]) if (I >> (m - 1)) & 1]:
-            reads.setdefault(m, []).append(i)
-        S = effects.move(S, i)
-        S = torch.cat([S[:, :, :1] + effects.D[:, :, i, None], S[:, :, 1:]], dim=2)
+        for m in [0] if x.lam is None else [m for m in range(1, len(S)) if (I >> (m - 1)) & 1]:
+            reads.setdefault(m, []).append(i)  # empty only before the first chunk of a call with a state
+        # every bucket through the chunk in one batched move (the gradient of its transition then sums them
+        # in one reduction), then the chunk's keys into bucket 0
+        S = list(effects.move(_stacked(S, len(S), zero), i).unbind(2))
+        S[0] = S[0] + effects.D[:, :, i]
         if E is not None:
             initial_starts.append(E)
             E = effects.move(E, i)
     for m, chunks in reads.items():
         idx = torch.tensor(chunks, device=o.device)
-        Hm = torch.stack([starts[i][:, :, m] for i in chunks], dim=2)  # (B, H, n, V, K)
+        Hm = torch.stack([zero if starts[i][m] is None else starts[i][m] for i in chunks], dim=2)  # (B, H, n, V, K)
         Rm = effects.R[:, :, idx]  # (B, H, n, C, K)
         if x.lam is not None:
             Rm = Rm * x.lam[:, :, idx, :, c + m, None]
@@ -221,7 +235,7 @@ def initial_state_reads(
 
 
 def final_state(
-    x: Chunks, effects: ChunkEffects, starts: list[Tensor], initial_starts: list[Tensor],
+    x: Chunks, effects: ChunkEffects, starts: list[Buckets], initial_starts: list[Tensor],
     state: LogLinearState | None, base: Tensor, end: Tensor, out_levels: int,
 ) -> LogLinearState:
     """Step 5: the state after each sequence's last token (at position end - 1; its last chunk may differ
@@ -231,8 +245,10 @@ def final_state(
     c = C.bit_length() - 1
     last = end - 1  # (B,)
     n_last = ((last - base) // C).tolist()  # each sequence's last chunk
-    Lc = max(starts[i].shape[2] for i in set(n_last))
-    at_start = _per_sequence([F.pad(starts[i], (0, 0, 0, 0, 0, Lc - starts[i].shape[2])) for i in n_last])
+    Lc = max(len(starts[i]) for i in set(n_last))
+    zero = torch.zeros_like(effects.D[:, :, 0])
+    stacked = {i: _stacked(starts[i], Lc, zero) for i in set(n_last)}
+    at_start = _per_sequence([stacked[i] for i in n_last])
     buckets = effects.move(at_start, n_last)  # (B, H, Lc, V, K)
     last_chunk_start = base + torch.tensor(n_last, device=base.device) * C  # (B,)
     slot_pos = last_chunk_start[:, None] + torch.arange(C, device=base.device)  # (B, C)
@@ -340,6 +356,11 @@ class _DecayMatrix(torch.autograd.Function):
 
 def _decay_matrix(G: Tensor) -> Tensor:
     return _DecayMatrix.apply(G)
+
+
+def _stacked(buckets: Buckets, levels: int, zero: Tensor) -> Tensor:
+    """The buckets as one (B, H, levels, V, K) tensor, `zero` (B, H, V, K) where empty or beyond the list."""
+    return torch.stack([zero if s is None else s for s in buckets] + [zero] * (levels - len(buckets)), dim=2)
 
 
 def _grouped(x: Tensor, size: int) -> Tensor:

@@ -65,21 +65,13 @@ def level_matrix(t_pos: Tensor, s_pos: Tensor) -> Tensor:
     return bit_length(t_pos[..., :, None] ^ s_pos[..., None, :])
 
 
-def fenwick_merge(S: Tensor, p: Tensor | int) -> Tensor:
+def fenwick_merge(S: Tensor, p: Tensor) -> Tensor:
     """The merge of the Fenwick recurrence when position p arrives, vectorised over the batch.
 
-    S: level states (B, H, L, ...); p: (B,) int64 positions, or one int shared by the batch (then the
-    merge is two slices instead of masks, and S grows to z + 2 levels if it has fewer). For p > 0 with z
-    trailing zeros, levels 0..z are summed into level z+1 and cleared; p == 0 leaves S unchanged. A tensor
-    p never syncs with the host.
+    S: level states (B, H, L, ...); p: (B,) int64 positions. For p > 0 with z trailing zeros, levels 0..z are
+    summed into level z+1 and cleared; p == 0 leaves S unchanged. Never syncs with the host. One position shared
+    by the batch, on levels held as a list: `fenwick_merge_levels`.
     """
-    if isinstance(p, int):
-        if p == 0:
-            return S
-        z = (p & -p).bit_length() - 1
-        merged = S[:, :, : z + 2].sum(dim=2, keepdim=True)
-        cleared = S.new_zeros(S.shape[:2] + (z + 1,) + S.shape[3:])
-        return torch.cat([cleared, merged, S[:, :, z + 2 :]], dim=2)  # grows to z + 2 levels if S had fewer
     z = trailing_zeros(p)  # (B,), -1 where p == 0
     level = torch.arange(S.shape[2], device=S.device)  # (L,)
     shape = (S.shape[0], 1, S.shape[2]) + (1,) * (S.dim() - 3)
@@ -87,6 +79,20 @@ def fenwick_merge(S: Tensor, p: Tensor | int) -> Tensor:
     cleared = (level[None, :] <= z[:, None]).reshape(shape)  # (B, 1, L, 1...) levels emptied by the merge
     merged = torch.where(cleared | into, S, torch.zeros_like(S)).sum(dim=2, keepdim=True)
     return torch.where(into, merged, torch.where(cleared, torch.zeros_like(S), S))
+
+
+def fenwick_merge_levels(levels: list[Tensor | None], p: int) -> list[Tensor | None]:
+    """`fenwick_merge` at one position p shared by the batch, of level states held as a list (None: an empty
+    level): for p > 0 with z trailing zeros, levels 0..z are added into level z+1 in order (the order of
+    fenwick_merge's sum) and emptied; the list grows to z + 2 levels if it has fewer."""
+    if p == 0:
+        return levels
+    z = (p & -p).bit_length() - 1
+    merged = None
+    for s in levels[: z + 2]:
+        if s is not None:
+            merged = s if merged is None else merged + s
+    return [None] * (z + 1) + [merged] + levels[z + 2 :]
 
 
 def state_bucket_levels(last: Tensor, t_pos: Tensor, n_buckets: int) -> Tensor:
