@@ -30,7 +30,7 @@ SET_APART = {"model.init": "authors", "model.A_init": "arange", "model.A_init_mi
              "model.in_proj_std": 0.1,
              "model.out_proj_init": "fan_in_uniform", "model.conv_bias_init": "zero", "model.deltanet_key_dim": 12,
              "model.mixer_options": "{width: 3}", "data.train_size": 1000,
-             "train.compile": "true", "train.cuda_graphs": "true",
+             "train.compile": "true", "train.cuda_graphs": "true", "train.fused_loss": "true",
              "train.threshold_evals": 2, "model.linear_attention_heads": 2, "model.retnet_heads": 2}
 MIXER = {"model.mixer_options": "causal_conv_mixer:CausalConvMixer", "model.linear_attention_heads": "linear_attention",
          "model.retnet_heads": "retnet"}

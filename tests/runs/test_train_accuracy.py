@@ -28,10 +28,10 @@ def trained(out: Path, threshold: str, monkeypatch, every_step: bool) -> tuple[l
     counted = []
     shared_step = LitLanguageModel.shared_step
 
-    def counting(self, batch, counts=True):
+    def counting(self, batch, counts=True, fused=False):
         if self.trainer.training and counts:
             counted.append(self.trainer.global_step)
-        return shared_step(self, batch, counts)
+        return shared_step(self, batch, counts, fused)
 
     with monkeypatch.context() as patch:
         patch.setattr(LitLanguageModel, "shared_step", counting)

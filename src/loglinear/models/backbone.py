@@ -133,6 +133,11 @@ class LanguageModel(nn.Module):
             self.lm_head.weight = self.embedding.weight
 
     def forward(self, inputs: Tensor, score_mask: Tensor | None = None, *, at: Tensor | None = None) -> Tensor:
+        return self.lm_head(self.features(inputs, score_mask, at=at))
+
+    def features(self, inputs: Tensor, score_mask: Tensor | None = None, *, at: Tensor | None = None) -> Tensor:
+        """What the LM head reads where `forward` returns logits (the final norm's output): the logits are
+        `lm_head(features(...))`, which a loss fused with the head takes apart (`linear_cross_entropy`)."""
         h = self.embedding(inputs)
         for block in self.blocks:
             h = block(h)
@@ -146,7 +151,7 @@ class LanguageModel(nn.Module):
                     f"got {score_mask.dtype} {tuple(score_mask.shape)}"
                 )
             h = h[score_mask]
-        return self.lm_head(self.norm(h))
+        return self.norm(h)
 
     def init_cache(self, batch_size: int, max_len: int | None = None) -> DecodeCache:
         """Empty decoding caches for `batch_size` sequences of up to max_len tokens (default ModelConfig.max_len)."""

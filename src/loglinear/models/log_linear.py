@@ -74,8 +74,6 @@ class LogLinearGatedDeltaNet(GatedDeltaNet):
         True,
     )
     authors_init = "official code: hattention/modeling_h_gated_deltanet.py, HGatedDeltaNetPreTrainedModel._init_weights"
-    compile_defect = ("its compiled gradients are wrong at 256 tokens (A_log and dt_bias off by 5-37% against eager on "
-                      "the CPU, the operator alone compiling right); train it eagerly")
 
     @classmethod
     def init_rules(cls, cfg: ModelConfig) -> MixerInit:

@@ -59,6 +59,7 @@ def check_trainable_packed(cfg: RunConfig) -> None:
         (train.devices not in (1, "auto") or train.strategy != "auto",
          f"train.devices={train.devices} train.strategy={train.strategy} (a pack trains on one device)"),
         (train.compile or train.cuda_graphs, "train.compile / train.cuda_graphs (a pack runs eagerly)"),
+        (train.fused_loss, "train.fused_loss (a pack computes each run's loss from its logits)"),
     ]
     for refused, what in refusals:
         if refused:

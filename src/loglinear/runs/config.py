@@ -98,6 +98,10 @@ class TrainConfig:
                      C++ compiler (`loglinear doctor` says whether there is one).
     cuda_graphs:     with `compile`, replay each compiled block as CUDA graphs (torch.compile's mode
                      "reduce-overhead": fewer kernel launches per step); CUDA only.
+    fused_loss:      the training loss fused with the LM head and computed in chunks of positions
+                     (models/linear_cross_entropy.py), without the logits of every scored position: the same
+                     loss and gradients to float32's rounding, so a run's numbers move at that rounding; off by
+                     default. Validation and test compute the unfused loss either way.
     init_from:       a finished run's folder: start from its final weights, matched by name (weights it
                      does not have keep their initialisation; a shape mismatch is an error), runs/init_from.py.
     """
@@ -124,6 +128,7 @@ class TrainConfig:
     deterministic: bool = False
     compile: bool = field(default=False, metadata=ADDED)
     cuda_graphs: bool = field(default=False, metadata=ADDED)
+    fused_loss: bool = field(default=False, metadata=ADDED)
     init_from: str | None = None
 
     def __post_init__(self) -> None:

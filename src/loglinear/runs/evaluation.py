@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from loglinear.models.backbone import LanguageModel
+from loglinear.models.linear_cross_entropy import linear_cross_entropy
 from loglinear.models.linear_mixer import LinearAttentionMixer
 from loglinear.targets import IGNORE_INDEX, allowed_tokens
 
@@ -31,32 +32,44 @@ def logged(value: Any) -> float:
     return float(torch.as_tensor(value, dtype=torch.float32))
 
 
-def score(model: LanguageModel, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+def score(model: LanguageModel, batch: dict[str, Any], counts: bool = True,
+          fused: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
     """The loss over a batch's scored positions (0, with a zero gradient, for a batch without one: the mean over no
     position is not a number) and per-example (correct, scored) counts (none without `counts`). A batch with `allowed`
-    bitmasks counts a prediction right when it is any allowed token, and adds each example's summed `tvd`."""
+    bitmasks counts a prediction right when it is any allowed token, and adds each example's summed `tvd`.
+
+    `fused` (`train.fused_loss`): the loss fused with the LM head, in chunks of positions (`linear_cross_entropy`:
+    the same to float32's rounding, without the logits of every scored position), the predictions from the same
+    pass; the counts then have no `tvd`, which needs every position's distribution."""
     inputs, targets = batch["inputs"], batch["targets"]
     mask = targets != IGNORE_INDEX  # (B, T)
-    logits = model(inputs, mask)  # (n_scored, vocab)
     scored = targets[mask]  # (n_scored,)
-    loss = F.cross_entropy(logits.float(), scored) if len(scored) else logits.float().sum()
+    if fused:
+        logits = None
+        loss, predicted = linear_cross_entropy(model.features(inputs, mask), model.lm_head.weight, scored,
+                                               predict=counts)
+    else:
+        logits = model(inputs, mask)  # (n_scored, vocab)
+        loss = F.cross_entropy(logits.float(), scored) if len(scored) else logits.float().sum()
+        predicted = logits.argmax(-1) if counts else None
     if not counts:
         return loss, {}
     example = mask.nonzero()[:, 0]  # (n_scored,) which example each scored position belongs to
-    predicted = logits.argmax(-1)
     B = inputs.shape[0]
 
     def per_example(values: Tensor) -> Tensor:
         return torch.zeros(B, dtype=torch.float64, device=inputs.device).index_add_(0, example, values)
 
+    found = {"scored": torch.bincount(example, minlength=B).to(torch.float64)}
     if "allowed" not in batch:
-        return loss, {"correct": per_example((predicted == scored).to(torch.float64)),
-                      "scored": torch.bincount(example, minlength=B).to(torch.float64)}
-    allowed = allowed_tokens(batch["allowed"][mask], logits.shape[-1])  # (n_scored, vocab)
-    truth = allowed.to(torch.float64) / allowed.sum(-1, keepdim=True).clamp_min(1)
-    return loss, {"correct": per_example(allowed.gather(1, predicted[:, None])[:, 0].to(torch.float64)),
-                  "scored": torch.bincount(example, minlength=B).to(torch.float64),
-                  "tvd": per_example(0.5 * (logits.double().softmax(-1) - truth).abs().sum(-1))}
+        return loss, {"correct": per_example((predicted == scored).to(torch.float64)), **found}
+    vocab = model.lm_head.weight.shape[0] if logits is None else logits.shape[-1]
+    allowed = allowed_tokens(batch["allowed"][mask], vocab)  # (n_scored, vocab)
+    found["correct"] = per_example(allowed.gather(1, predicted[:, None])[:, 0].to(torch.float64))
+    if logits is not None:
+        truth = allowed.to(torch.float64) / allowed.sum(-1, keepdim=True).clamp_min(1)
+        found["tvd"] = per_example(0.5 * (logits.double().softmax(-1) - truth).abs().sum(-1))
+    return loss, found
 
 
 def example_accuracy(counts: dict[str, Tensor]) -> Tensor:

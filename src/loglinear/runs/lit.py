@@ -49,14 +49,15 @@ class LitLanguageModel(L.LightningModule):
     def forward(self, inputs: Tensor, score_mask: Tensor | None = None) -> Tensor:
         return self.model(inputs, score_mask)
 
-    def shared_step(self, batch: dict[str, Any], counts: bool = True) -> tuple[Tensor, dict[str, Tensor]]:
+    def shared_step(self, batch: dict[str, Any], counts: bool = True,
+                    fused: bool = False) -> tuple[Tensor, dict[str, Tensor]]:
         """Loss over the scored positions and per-example (correct, scored) counts (none without `counts`;
-        `evaluation.score`)."""
-        return score(self.model, batch, counts)
+        `evaluation.score`, fused with the LM head when `fused`)."""
+        return score(self.model, batch, counts, fused)
 
     def training_step(self, batch: dict[str, Any], batch_idx: int) -> Tensor | None:
         logged = self._logs_this_step()  # the accuracy (an argmax over the vocabulary) only where it is written
-        loss, counts = self.shared_step(batch, counts=logged)
+        loss, counts = self.shared_step(batch, counts=logged, fused=self.train_cfg.fused_loss)
         if not torch.isfinite(loss):
             self.diverged = True
             self.trainer.should_stop = True

@@ -1,0 +1,70 @@
+"""The mean cross-entropy of a linear head, fused with it and computed in chunks of positions.
+
+`linear_cross_entropy(h, weight, targets)` is `F.cross_entropy((h @ weight.T).float(), targets)` (the LM head, then the
+loss over the vocabulary) without the (positions, vocabulary) logits: each chunk of CHUNK positions forms its logits,
+its log-softmax, its share of the loss and, when a gradient is wanted, its share of the gradients of h and of the
+weight, then drops them. The gradients are computed in the forward pass and scaled by the loss's gradient in the
+backward (as fused linear cross-entropy does in Liger-Kernel and flash-linear-attention), so the logits are formed
+once. With `predict`, the argmax of each position's logits comes from the same pass (the accuracy of a logging step).
+
+The same arithmetic as the unfused form up to the order of its sums (the loss over the chunks, the weight's
+gradient over the positions): equal to it to float32's rounding (tests/models/test_linear_cross_entropy.py, in
+float64 to 1e-12).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+CHUNK = 32
+"""Positions per chunk: 32 x 8,192 logits (1 MB in float32) stay in a core's caches beside the head's weight
+(benchmarks/RESULTS.md, "the fused loss: chunk size")."""
+
+
+class _LinearCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, h: Tensor, weight: Tensor, targets: Tensor, predict: bool, chunk: int):
+        n = h.shape[0]
+        grads = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
+        dtype = torch.promote_types(h.dtype, torch.float32)  # the loss's, as the unfused form's `.float()`
+        total = torch.zeros((), dtype=dtype, device=h.device)
+        predicted = torch.empty(n if predict else 0, dtype=torch.int64, device=h.device)
+        if grads:
+            dh = torch.empty(h.shape, dtype=dtype, device=h.device)
+            dw = torch.zeros(weight.shape, dtype=dtype, device=h.device)
+            w = weight.to(dtype)
+            d_out = torch.empty(min(chunk, n), weight.shape[0], dtype=dtype, device=h.device)
+        for start in range(0, n, chunk):
+            rows = slice(start, start + chunk)
+            t = targets[rows, None]
+            logits = (h[rows] @ weight.T).to(dtype)  # (c, V)
+            out = torch.log_softmax(logits, dim=-1)
+            total = total - out.gather(1, t).sum()
+            if predict:
+                predicted[rows] = logits.argmax(-1)
+            if grads:  # d(mean loss)/d logits = (softmax - onehot) / n, as the unfused backward forms it
+                d = d_out[: len(t)].zero_().scatter_(1, t, -1 / n)  # d(mean loss)/d out
+                g = torch._log_softmax_backward_data(d, out, 1, dtype)  # d - exp(out) * sum(d): one pass, no exp_
+                dh[rows] = g @ w
+                dw.addmm_(g.T, h[rows].to(dtype))
+        ctx.save_for_backward(dh if grads else None, dw if grads else None)
+        ctx.dtypes = h.dtype, weight.dtype
+        ctx.mark_non_differentiable(predicted)
+        return total / n, predicted
+
+    @staticmethod
+    def backward(ctx, grad_loss: Tensor, grad_predicted: Tensor):
+        dh, dw = ctx.saved_tensors
+        h_dtype, w_dtype = ctx.dtypes
+        return (dh * grad_loss).to(h_dtype), (dw * grad_loss).to(w_dtype), None, None, None
+
+
+def linear_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, *, predict: bool = False,
+                         chunk: int = CHUNK) -> tuple[Tensor, Tensor | None]:
+    """The mean cross-entropy of the logits h @ weight.T (h (n, d), weight (vocab, d)) at `targets` (n,) int64, and
+    with `predict` each position's argmax over the vocabulary (n,) (else None); 0, with a zero gradient, for n = 0."""
+    if h.shape[0] == 0:
+        return (h @ weight.T).float().sum(), (targets.new_empty(0) if predict else None)
+    loss, predicted = _LinearCrossEntropy.apply(h, weight, targets, predict, chunk)
+    return loss, predicted if predict else None
