@@ -90,11 +90,12 @@ def gradients(model: torch.nn.Module, inputs: torch.Tensor, targets: torch.Tenso
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mixer", compiled_mixers())
-def test_compiled_blocks_compute_the_eager_gradients(mixer):
+def test_compiled_blocks_compute_the_eager_gradients(mixer, monkeypatch):
     """Each block compiled as `train.compile=true` compiles it, one thread (inductor's single-threaded code is where
     the concatenating chunk scan's backward went wrong, docs/operator.md): the gradient of every parameter within a
     few float32 roundings of float64's at 64, 256 and 1,024 tokens, as close as the eager float32 gradient is."""
     threads = torch.get_num_threads()
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
     torch.set_num_threads(1)
     torch._dynamo.reset()
     try:
@@ -122,12 +123,28 @@ def test_compiled_blocks_compute_the_eager_gradients(mixer):
 @pytest.mark.parametrize("mixer", compiled_mixers())
 def test_a_compiled_run_has_the_eager_runs_losses(mixer, tmp_path, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
     torch._dynamo.reset()
     eager, compiled = losses(tmp_path, mixer, False), losses(tmp_path, mixer, True)
     assert len(eager) == len(compiled) == STEPS
     # a fused or reordered sum rounds differently, and training carries the difference on: a few float32 units
     assert compiled == pytest.approx(eager, rel=1e-4, abs=1e-5)
     assert compiled != eager or mixer == "attention"  # the compiled code ran (it rounds differently)
+
+
+@pytest.mark.slow
+def test_a_compiled_run_of_several_lengths_runs_no_block_eagerly(tmp_path, monkeypatch):
+    """The paper's MQAR mixture (64, 128 and 256 tokens) and its five evaluation sets, each ending on a smaller batch:
+    more variants of each block than torch's default recompile limit (8) allows, none of them left eager."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", torch._dynamo.config.recompile_limit)
+    monkeypatch.setattr(torch._dynamo.config, "fail_on_recompile_limit_hit", True)
+    torch._dynamo.reset()
+    cfg = load_run_config("configs/mqar_paper.yaml", [
+        "model.d_model=16", "model.attention_heads=1", "data.batch_size=8", "data.val_size=12", "data.test_size=12",
+        "train.max_steps=12", "train.val_every=6", "train.compile=true", "logger.wandb.mode=disabled",
+        "logger.progress=false", f"out_dir={tmp_path / 'run'}"])
+    assert train(cfg)["status"] in ("max_steps", "early_stopped")
+    torch._dynamo.reset()
 
 
 def test_cuda_graphs_without_compile_is_refused_naming_the_key(tmp_path):

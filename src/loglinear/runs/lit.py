@@ -21,6 +21,9 @@ from loglinear.models.optim import param_groups
 from loglinear.runs.config import TrainConfig
 from loglinear.runs.evaluation import Evaluation, count_transitions, example_accuracy, score, transition_fractions
 
+RECOMPILE_LIMIT = 64
+"""Compiled variants a block may have before torch falls back to running it eagerly (torch's default: 8)."""
+
 
 def compile_blocks(model: LanguageModel, train_cfg: TrainConfig) -> None:
     """torch.compile each block of `model` in place when `train.compile` says so (with CUDA graphs when
@@ -28,10 +31,14 @@ def compile_blocks(model: LanguageModel, train_cfg: TrainConfig) -> None:
 
     The blocks, not the whole model: the model picks the scored positions by a boolean mask, whose
     data-dependent size would split its graph anyway. In place (`Module.compile`), so parameter names and
-    checkpoints are those of an eager run."""
+    checkpoints are those of an eager run. Each shape a block sees compiles once, with static shapes (the chunk
+    path's loops follow the sequence length): a variant per sequence length and batch size of training and of
+    evaluation, with and without gradients (10 in a run of the paper's MQAR preset: 3 lengths, its evaluation's
+    last batches smaller); torch's recompile limit is raised to RECOMPILE_LIMIT, so that none runs eagerly."""
     if train_cfg.compile:
+        torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
         for block in model.blocks:
-            block.compile(mode="reduce-overhead" if train_cfg.cuda_graphs else None)
+            block.compile(mode="reduce-overhead" if train_cfg.cuda_graphs else None, dynamic=False)
 
 
 class LitLanguageModel(L.LightningModule):
