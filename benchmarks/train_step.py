@@ -8,10 +8,12 @@ out. Arguments are those of `loglinear train`; the run is trained as that comman
 
 At the start of every training step a callback reads the process's user and system time (getrusage), the wall
 clock and the minor page faults; a step is the interval to the next start (data, forward, loss, backward,
-optimiser, logging), those with a validation inside left out (and the last, which no next start ends). Prints one
-line: the mean per step over the steps after the first `--skip` (warm-up, and compilation with
-train.compile=true), and their count. The mean, not the median: a mixture of lengths (the paper's MQAR) makes
-steps of very different costs, and the training stream, keyed by (seed, step), gives every run of one
+optimiser, logging), those with a validation inside left out (and the last, which no next start ends), and so are
+those in which torch.compile compiled a graph (train.compile=true compiles each new shape when it first comes).
+Prints one line: the mean per step over the steps after the first `--skip` (warm-up), and their count; with
+`--steps-json FILE`, each counted step's index and CPU seconds too (benchmarks/preset_step.py compares
+configurations on the steps all of them counted). The mean, not the median: a mixture of lengths (the paper's
+MQAR) makes steps of very different costs, and the training stream, keyed by (seed, step), gives every run of one
 configuration the same steps. The CPU time of one process is the figure least disturbed by other processes on a
 shared machine. out_dir must not hold a finished run (it would not train).
 """
@@ -19,9 +21,11 @@ shared machine. out_dir must not hold a finished run (it would not train).
 from __future__ import annotations
 
 import argparse
+import json
 import resource
 import statistics
 import time
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -31,13 +35,23 @@ from loglinear.runs.memory import keep_freed_memory_unless_off
 from loglinear.runs.train import train
 
 
+def compiled_graphs() -> int:
+    """How many graphs torch.compile has compiled in this process."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
 class StepClock(L.Callback):
-    """Per-step user, system and wall seconds and minor page faults of the training steps after the first `skip`."""
+    """Per-step user, system and wall seconds and minor page faults of the training steps after the first `skip`
+    that compiled nothing; `indices` holds each one's step."""
 
     def __init__(self, skip: int) -> None:
         self.skip = skip
         self.steps: list[tuple[float, float, float, int]] = []
+        self.indices: list[int] = []
         self._last: tuple[float, float, float, int] | None = None
+        self._graphs = 0
 
     @staticmethod
     def _now() -> tuple[float, float, float, int]:
@@ -45,10 +59,11 @@ class StepClock(L.Callback):
         return usage.ru_utime, usage.ru_stime, time.perf_counter(), usage.ru_minflt
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        now = self._now()
-        if self._last is not None and trainer.global_step > self.skip:
+        now, graphs = self._now(), compiled_graphs()
+        if self._last is not None and trainer.global_step > self.skip and graphs == self._graphs:
             self.steps.append(tuple(b - a for a, b in zip(self._last, now, strict=True)))  # type: ignore[arg-type]
-        self._last = now
+            self.indices.append(trainer.global_step - 1)
+        self._last, self._graphs = now, graphs
 
     def on_validation_start(self, trainer: L.Trainer, *args: Any) -> None:
         self._last = None  # the step holding a validation is not a training step's cost
@@ -89,6 +104,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--skip", type=int, default=10, help="steps left out at the start (default 10)")
     parser.add_argument("--profile", action="store_true", help="also print torch.profiler's table of the steps")
+    parser.add_argument("--steps-json", help="write each counted step's index and CPU seconds to this file")
     args, overrides = parser.parse_known_args()
     preset = overrides[0] if overrides and "=" not in overrides[0] else None
     cfg = load_run_config(preset, overrides[1:] if preset else overrides)
@@ -99,6 +115,9 @@ def main() -> None:
         callbacks.append(StepProfile(args.skip))
     train(cfg, callbacks=callbacks)
     print(f"{clock.summary()} keep_freed_memory={kept}")
+    if args.steps_json:
+        cpu = {step: user + system for step, (user, system, _, _) in zip(clock.indices, clock.steps, strict=True)}
+        Path(args.steps_json).write_text(json.dumps(cpu))
     if args.profile:
         print(callbacks[1].table())
 
