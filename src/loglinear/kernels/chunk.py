@@ -177,9 +177,10 @@ def inter_chunk_scan(
     m-1 of I is set: only those (chunk, bucket) pairs are read, o_t += lambda_t^(c+m) H_m r_t, half of
     all on average, one batched matmul per bucket.
 
-    The buckets travel as a list, one (B, H, V, K) tensor each (None: empty), so a chunk updates each bucket
-    alone and never copies the whole state: inductor's vectorised CPU code computes the backward of the
-    concatenating form wrong (torch 2.13, docs/operator.md#torchcompile-on-the-cpu).
+    The buckets travel as a list, one (B, H, V, K) tensor each (None: empty): the merge sums and empties single
+    buckets and the chunk's keys go into bucket 0 alone, with no torch.cat of the state (they are stacked only for
+    the chunk's one batched move). Inductor's vectorised CPU code computes the backward of the concatenating form
+    wrong (torch 2.13, docs/operator.md#torchcompile-on-the-cpu).
 
     Returns o plus the reads, the buckets at each chunk's start, and the initial state's buckets at each
     chunk's start (moved through the chunks before it; empty without a state).
