@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from . import child_process
+from .slow_cases import default_and_slow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,12 +52,21 @@ sys.meta_path.insert(0, InterruptAtTorch())
 """
 
 
-@pytest.mark.parametrize("command", [["train", "configs/mqar_cpu.yaml", "out_dir=OUT"],
-                                     ["sweep", "run", "configs/sweeps/demo_cpu.yaml", "--out", "OUT", "--dry-run"],
-                                     ["inspect", "OUT"]])
-def test_a_ctrl_c_while_a_command_loads_its_libraries_is_one_line(tmp_path, command):
-    """SIGINT as torch starts to load (a Ctrl-C in the first seconds): one line and 130, not a traceback."""
-    (tmp_path / "sitecustomize.py").write_text(INTERRUPT_AT_TORCH)
+IGNORING_SIGINT = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+"""As a background job of a script starts: SIGINT ignored, inherited from the shell."""
+
+COMMANDS = [("train", "configs/mqar_cpu.yaml", "train.max_steps=2", "out_dir=OUT"),
+            ("sweep", "run", "configs/sweeps/demo_cpu.yaml", "--out", "OUT", "--dry-run"),
+            ("inspect", "OUT")]
+
+
+@pytest.mark.parametrize("command, started_ignoring", default_and_slow(
+    [(c, ignoring) for ignoring in (False, True) for c in COMMANDS],
+    [*((c, False) for c in COMMANDS), (COMMANDS[0], True)]))
+def test_a_ctrl_c_while_a_command_loads_its_libraries_is_one_line(tmp_path, command, started_ignoring):
+    """SIGINT as torch starts to load (a Ctrl-C in the first seconds): one line and 130, not a traceback; also in a
+    process started with SIGINT ignored, where a lost signal would let a run train to its end."""
+    (tmp_path / "sitecustomize.py").write_text((IGNORING_SIGINT if started_ignoring else "") + INTERRUPT_AT_TORCH)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     argv = [a.replace("OUT", str(tmp_path / "out")) for a in command]
     done = child_process.run([sys.executable, "-m", "loglinear", *argv], cwd=ROOT, env=env, cpu_s=300)

@@ -87,9 +87,6 @@ command again), 78 stopped by it a second time in a row without any run reaching
 
 
 def sweep_main(argv: Sequence[str]) -> int:
-    # Ctrl-C stops a sweep even when it was started with SIGINT ignored (a background job of a script
-    # inherits that, and Python then raises no KeyboardInterrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
     from loglinear.runs.config import ConfigError
     from loglinear.runs.folder import fault_line
 
@@ -271,7 +268,6 @@ def _terminated(signum: int, frame: object) -> None:
 
 
 def data_main(argv: Sequence[str]) -> int:
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as `sweep_main`: Ctrl-C stops a background export too
     parser = data_parser()
     try:
         args, overrides = parser.parse_known_args(list(argv))  # key=value overrides may follow the options
@@ -330,7 +326,6 @@ def doctor_main(argv: Sequence[str]) -> int:
         return 2
     from loglinear.kernels.doctor import doctor_command
 
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # as `sweep_main`: Ctrl-C stops a background doctor too
     try:
         return doctor_command()
     except KeyboardInterrupt:
@@ -348,6 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  "data: a data preset's sets as .npy files")
         parser.parse_args(argv[:1])
         return 2
+    # Ctrl-C stops every command even when it was started with SIGINT ignored (a background job of a script
+    # inherits that, and Python then raises no KeyboardInterrupt): a run's SIGINT before its own handler is in
+    # place would be lost
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return COMMANDS[argv[0]](argv[1:])
     except KeyboardInterrupt:  # before a command's own handling: while it loads its libraries
