@@ -18,8 +18,9 @@ import torch
 from torch import Tensor
 
 CHUNK = 32
-"""Positions per chunk: 32 x 8,192 logits (1 MB in float32) stay in a core's caches beside the head's weight
-(benchmarks/RESULTS.md, "the fused loss: chunk size")."""
+"""Positions per chunk: 32 x 8,192 logits (1 MB in float32) stay in a core's caches beside the head's weight; of 8 to
+256, 16 and 32 were the fastest at the paper's MQAR preset, within each other's spread (benchmarks/RESULTS.md, "the
+fused loss: chunk size")."""
 
 
 class _LinearCrossEntropy(torch.autograd.Function):

@@ -1,0 +1,119 @@
+"""The training loss at the paper's MQAR preset, fused with the LM head or not, and the fused loss's chunk size.
+
+    OMP_NUM_THREADS=1 python3 -m benchmarks.fused_loss            # writes its section of RESULTS.md (SECTION)
+    OMP_NUM_THREADS=1 python3 -m benchmarks.fused_loss --quick    # fewer batches, 1 repeat; prints only
+
+The loss alone, forward and backward, from the final norm's output (batch 64 of configs/mqar_paper.yaml at
+d_model 16: the Based mix, vocabulary 8,192): the unfused form (`lm_head`, then cross-entropy over the vocabulary,
+as `train.fused_loss=false` computes it) against `linear_cross_entropy` at each chunk size. The number of scored
+positions of each batch is that of the preset's first training batches (the features themselves are random: the
+cost does not depend on their values). CPU time of the process (time.process_time) over those batches, freed memory
+kept as `loglinear train` keeps it, each configuration once per repeat in a fixed order (interleaved); each
+configuration's loss and gradients are compared with the unfused form's on the same inputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from benchmarks.models import load_average
+from benchmarks.results_md import markdown_table, write_section
+from loglinear.models.linear_cross_entropy import CHUNK, linear_cross_entropy
+from loglinear.runs.config import load_run_config
+from loglinear.runs.memory import keep_freed_memory
+from loglinear.synthetics import SyntheticDataModule
+from loglinear.targets import IGNORE_INDEX
+
+SECTION = "the fused loss: chunk size"
+PRESET = ("configs/mqar_paper.yaml", ["model.d_model=16", "data.batch_size=64"])
+CHUNKS = [8, 16, 32, 64, 128, 256]
+
+
+def scored_positions(batches: int) -> list[int]:
+    """Scored positions of each of the preset's first `batches` training batches."""
+    cfg = load_run_config(PRESET[0], PRESET[1])
+    loader = iter(SyntheticDataModule(cfg.data).train_dataloader())
+    return [int((next(loader)["targets"] != IGNORE_INDEX).sum()) for _ in range(batches)]
+
+
+def unfused(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(F.linear(h, weight).float(), targets)
+
+
+def loss_and_grads(config: str, h: torch.Tensor, weight: torch.Tensor,
+                   targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    h, weight = h.detach().requires_grad_(), weight.detach().requires_grad_()
+    loss = unfused(h, weight, targets) if config == "unfused" else \
+        linear_cross_entropy(h, weight, targets, chunk=int(config))[0]
+    loss.backward()
+    return loss.detach(), h.grad, weight.grad
+
+
+def relative(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).norm() / b.norm())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batches", type=int, default=20, help="training batches of the preset timed per repeat")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="4 batches, 1 repeat; prints only (no RESULTS.md)")
+    a = parser.parse_args()
+    batches, repeats = (4, 1) if a.quick else (a.batches, a.repeats)
+    keep_freed_memory()
+    d_model, vocab = 16, 8192
+    counts = scored_positions(batches)
+    gen = torch.Generator().manual_seed(0)
+    inputs = [(torch.randn(n, d_model, generator=gen), torch.randint(0, vocab, (n,), generator=gen)) for n in counts]
+    weight = 0.02 * torch.randn(vocab, d_model, generator=gen)
+    configs = ["unfused", *map(str, CHUNKS)]
+
+    errors = {c: [0.0, 0.0, 0.0] for c in configs}
+    for h, targets in inputs:
+        reference = loss_and_grads("unfused", h, weight, targets)
+        for c in configs:
+            got = loss_and_grads(c, h, weight, targets)
+            errors[c] = [max(e, relative(x, r)) for e, x, r in zip(errors[c], got, reference, strict=True)]
+
+    seconds: dict[str, list[float]] = {c: [] for c in configs}
+    load_before = load_average()
+    for _ in range(repeats):
+        for c in configs:
+            start = time.process_time()
+            for h, targets in inputs:
+                loss_and_grads(c, h, weight, targets)
+            seconds[c].append((time.process_time() - start) / batches)
+    load_after = load_average()
+
+    base = statistics.median(seconds["unfused"])
+    rows = [[("unfused" if c == "unfused" else f"fused, chunk {c}" + (" (default)" if int(c) == CHUNK else "")),
+             f"{1000 * statistics.median(s):.1f}", f"{1000 * min(s):.1f}-{1000 * max(s):.1f}",
+             f"{base / statistics.median(s):.2f}x", *(f"{e:.1e}" for e in errors[c])]
+            for c, s in seconds.items()]
+    body = (f"The loss and the LM head alone, forward + backward, per training batch of the paper's MQAR preset (batch "
+            f"64, d_model 16, vocabulary 8,192; the preset's first {batches} training batches: "
+            f"{min(counts)}-{max(counts)} scored positions, mean {statistics.fmean(counts):.0f}), "
+            f"{torch.get_num_threads()} thread, CPU time of the process, {repeats} interleaved repeats: median "
+            f"(range). Load average {load_before} before, {load_after} after. The error columns: the largest relative "
+            f"norm of the difference from the unfused form over the batches, float32.\n\n"
+            + markdown_table(["loss", "ms per batch", "range", "unfused / this", "loss error", "grad h error",
+                              "grad weight error"], rows).rstrip())
+    medians = {c: statistics.median(s) for c, s in seconds.items() if c != "unfused"}
+    fastest, default = min(medians, key=medians.get), str(CHUNK)
+    overlap = min(seconds[default]) <= max(seconds[fastest])
+    body += (f"\n\nAt its default chunk the fused loss takes {1000 * medians[default]:.1f} ms per batch against the "
+             f"unfused form's {1000 * base:.1f} ({medians[default] / base:.0%} of it). The fastest chunk here is "
+             f"{fastest} ({1000 * medians[fastest]:.1f} ms); the default's repeats "
+             f"{'overlap' if overlap else 'do not overlap'} its range.")
+    print(body)
+    if not a.quick:
+        print(f"\nwritten to {write_section(SECTION, body)}")
+
+
+if __name__ == "__main__":
+    main()
