@@ -62,7 +62,8 @@ COMMANDS = [("train", "configs/mqar_cpu.yaml", "train.max_steps=2", "out_dir=OUT
 
 @pytest.mark.parametrize("command, started_ignoring", default_and_slow(
     [(c, ignoring) for ignoring in (False, True) for c in COMMANDS],
-    [*((c, False) for c in COMMANDS), (COMMANDS[0], True)]))
+    [*((c, False) for c in COMMANDS), (COMMANDS[0], True)]),
+    ids=lambda v: v[0] if isinstance(v, tuple) else ("started-ignoring" if v else "started-default"))
 def test_a_ctrl_c_while_a_command_loads_its_libraries_is_one_line(tmp_path, command, started_ignoring):
     """SIGINT as torch starts to load (a Ctrl-C in the first seconds): one line and 130, not a traceback; also in a
     process started with SIGINT ignored, where a lost signal would let a run train to its end."""
