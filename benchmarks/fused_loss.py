@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.models import load_average
+from benchmarks.preset_step import core_rates
 from benchmarks.results_md import markdown_table, write_section
 from loglinear.models.linear_cross_entropy import CHUNK, linear_cross_entropy
 from loglinear.runs.config import load_run_config
@@ -56,6 +57,39 @@ def loss_and_grads(config: str, h: torch.Tensor, weight: torch.Tensor,
 
 def relative(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).norm() / b.norm())
+
+
+def chunk_parts(d_model: int, vocab: int, reps: int) -> list[tuple[str, float, float]]:
+    """(operation, CPU seconds, FLOP) of each operation of one chunk of `linear_cross_entropy`'s forward at its
+    default chunk (its backward only scales the gradients), the best of 3 means over `reps` calls."""
+    gen = torch.Generator().manual_seed(1)
+    h, w = torch.randn(CHUNK, d_model, generator=gen), 0.02 * torch.randn(vocab, d_model, generator=gen)
+    t = torch.randint(0, vocab, (CHUNK, 1), generator=gen)
+    logits = h @ w.T
+    out = torch.log_softmax(logits, -1)
+    d_out = torch.empty(CHUNK, vocab)
+    g = torch._log_softmax_backward_data(d_out.zero_().scatter_(1, t, -1.0), out, 1, torch.float32)
+    dh, dw = torch.empty(CHUNK, d_model), torch.zeros(vocab, d_model)
+    matmul = 2 * CHUNK * vocab * d_model
+    parts = [("logits: h @ weight.T", lambda: h @ w.T, matmul),
+             ("log_softmax", lambda: torch.log_softmax(logits, -1), 0),
+             ("the targets' log-probabilities (gather, sum)", lambda: out.gather(1, t).sum(), 0),
+             ("d loss / d log-probabilities (zero, scatter)", lambda: d_out.zero_().scatter_(1, t, -1.0), 0),
+             ("d loss / d logits (log_softmax's backward)",
+              lambda: torch._log_softmax_backward_data(d_out, out, 1, torch.float32), 0),
+             ("grad h: g @ weight", lambda: dh.copy_(g @ w), matmul),
+             ("grad weight: addmm_(g.T, h)", lambda: dw.addmm_(g.T, h), matmul)]
+    timed = []
+    for name, fn, flop in parts:
+        fn()
+        means = []
+        for _ in range(3):
+            start = time.process_time()
+            for _ in range(reps):
+                fn()
+            means.append((time.process_time() - start) / reps)
+        timed.append((name, min(means), flop))
+    return timed
 
 
 def main() -> None:
@@ -110,6 +144,21 @@ def main() -> None:
              f"unfused form's {1000 * base:.1f} ({medians[default] / base:.0%} of it). The fastest chunk here is "
              f"{fastest} ({1000 * medians[fastest]:.1f} ms); the default's repeats "
              f"{'overlap' if overlap else 'do not overlap'} its range.")
+    sgemm, _ = core_rates()
+    parts = chunk_parts(d_model, vocab, 20 if a.quick else 200)
+    total = sum(p[1] for p in parts)
+    rows = [[name, f"{1e6 * sec:.0f}", f"{sec / total:.0%}", f"{flop / sec / 1e9:.0f}" if flop else "-"]
+            for name, sec, flop in parts]
+    matmuls = sum(sec for _, sec, flop in parts if flop)
+    rates = [flop / sec / 1e9 for _, sec, flop in parts if flop]
+    body += (f"\n\nOne chunk of {CHUNK} positions, operation by operation (the best of 3 means of "
+             f"{20 if a.quick else 200} calls; the same shapes; one thread's sgemm rate at 1024^3 in the same process: "
+             f"{sgemm / 1e9:.0f} GFLOP/s):\n\n"
+             + markdown_table(["operation", "CPU us", "share", "GFLOP/s"], rows).rstrip()
+             + f"\n\nThe three matmuls, each with a dimension of {d_model}, take {matmuls / total:.0%} of the chunk at "
+             f"{min(rates):.0f}-{max(rates):.0f} GFLOP/s; "
+             f"at the sgemm rate they would take {1e6 * 3 * parts[0][2] / sgemm:.0f} us of the chunk's "
+             f"{1e6 * total:.0f}.")
     print(body)
     if not a.quick:
         print(f"\nwritten to {write_section(SECTION, body)}")
