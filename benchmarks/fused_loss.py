@@ -9,7 +9,8 @@ as `train.fused_loss=false` computes it) against `linear_cross_entropy` at each 
 positions of each batch is that of the preset's first training batches (the features themselves are random: the
 cost does not depend on their values). CPU time of the process (time.process_time) over those batches, freed memory
 kept as `loglinear train` keeps it, each configuration once per repeat in a fixed order (interleaved); each
-configuration's loss and gradients are compared with the unfused form's on the same inputs.
+configuration's loss and gradients are compared with the unfused form's on the same inputs. Then one chunk of the
+default size operation by operation, its matmuls' rate beside one thread's sgemm rate.
 """
 
 from __future__ import annotations
@@ -98,7 +99,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="4 batches, 1 repeat; prints only (no RESULTS.md)")
     a = parser.parse_args()
-    batches, repeats = (4, 1) if a.quick else (a.batches, a.repeats)
+    batches, repeats, calls = (4, 1, 20) if a.quick else (a.batches, a.repeats, 200)
     keep_freed_memory()
     d_model, vocab = 16, 8192
     counts = scored_positions(batches)
@@ -145,14 +146,14 @@ def main() -> None:
              f"{fastest} ({1000 * medians[fastest]:.1f} ms); the default's repeats "
              f"{'overlap' if overlap else 'do not overlap'} its range.")
     sgemm, _ = core_rates()
-    parts = chunk_parts(d_model, vocab, 20 if a.quick else 200)
+    parts = chunk_parts(d_model, vocab, calls)
     total = sum(p[1] for p in parts)
     rows = [[name, f"{1e6 * sec:.0f}", f"{sec / total:.0%}", f"{flop / sec / 1e9:.0f}" if flop else "-"]
             for name, sec, flop in parts]
     matmuls = sum(sec for _, sec, flop in parts if flop)
     rates = [flop / sec / 1e9 for _, sec, flop in parts if flop]
     body += (f"\n\nOne chunk of {CHUNK} positions, operation by operation (the best of 3 means of "
-             f"{20 if a.quick else 200} calls; the same shapes; one thread's sgemm rate at 1024^3 in the same process: "
+             f"{calls} calls; the same shapes; one thread's sgemm rate at 1024^3 in the same process: "
              f"{sgemm / 1e9:.0f} GFLOP/s):\n\n"
              + markdown_table(["operation", "CPU us", "share", "GFLOP/s"], rows).rstrip()
              + f"\n\nThe three matmuls, each with a dimension of {d_model}, take {matmuls / total:.0%} of the chunk at "
