@@ -2,10 +2,12 @@
 
     OMP_NUM_THREADS=1 python3 -m benchmarks.fused_loss            # writes its section of RESULTS.md (SECTION)
     OMP_NUM_THREADS=1 python3 -m benchmarks.fused_loss --quick    # fewer batches, 1 repeat; prints only
+    OMP_NUM_THREADS=1 python3 -m benchmarks.fused_loss --base REV # also the fused loss of commit REV, side by side
 
 The loss alone, forward and backward, from the final norm's output (batch 64 of configs/mqar_paper.yaml at
 d_model 16: the Based mix, vocabulary 8,192): the unfused form (`lm_head`, then cross-entropy over the vocabulary,
-as `train.fused_loss=false` computes it) against `linear_cross_entropy` at each chunk size. The number of scored
+as `train.fused_loss=false` computes it) against `linear_cross_entropy` at each chunk size (and, with `--base`, that
+commit's `linear_cross_entropy` at its default chunk, loaded from its source). The number of scored
 positions of each batch is that of the preset's first training batches (the features themselves are random: the
 cost does not depend on their values). CPU time of the process (time.process_time) over those batches, freed memory
 kept as `loglinear train` keeps it, each configuration once per repeat in a fixed order (interleaved); each
@@ -16,8 +18,12 @@ default size operation by operation, its matmuls' rate beside one thread's sgemm
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
+import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -34,6 +40,7 @@ from loglinear.targets import IGNORE_INDEX
 SECTION = "the fused loss: chunk size"
 PRESET = ("configs/mqar_paper.yaml", ["model.d_model=16", "data.batch_size=64"])
 CHUNKS = [8, 16, 32, 64, 128, 256]
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def scored_positions(batches: int) -> list[int]:
@@ -47,11 +54,24 @@ def unfused(h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor) -> tor
     return F.cross_entropy(F.linear(h, weight).float(), targets)
 
 
-def loss_and_grads(config: str, h: torch.Tensor, weight: torch.Tensor,
-                   targets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def base_loss(rev: str) -> Callable:
+    """`linear_cross_entropy` as commit `rev` has it, loaded from its source."""
+    source = subprocess.run(["git", "show", f"{rev}:src/loglinear/models/linear_cross_entropy.py"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(f"linear_cross_entropy_{rev}", None))
+    exec(compile(source, f"{rev}:linear_cross_entropy.py", "exec"), module.__dict__)
+    return module.linear_cross_entropy
+
+
+def loss_and_grads(config: str, h: torch.Tensor, weight: torch.Tensor, targets: torch.Tensor,
+                   base: Callable | None = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """config: "unfused", "base" (`base`, at its default chunk) or a chunk size of this checkout's fused loss."""
     h, weight = h.detach().requires_grad_(), weight.detach().requires_grad_()
-    loss = unfused(h, weight, targets) if config == "unfused" else \
-        linear_cross_entropy(h, weight, targets, chunk=int(config))[0]
+    if config == "unfused":
+        loss = unfused(h, weight, targets)
+    else:
+        loss = base(h, weight, targets)[0] if config == "base" else \
+            linear_cross_entropy(h, weight, targets, chunk=int(config))[0]
     loss.backward()
     return loss.detach(), h.grad, weight.grad
 
@@ -66,20 +86,18 @@ def chunk_parts(d_model: int, vocab: int, reps: int) -> list[tuple[str, float, f
     gen = torch.Generator().manual_seed(1)
     h, w = torch.randn(CHUNK, d_model, generator=gen), 0.02 * torch.randn(vocab, d_model, generator=gen)
     t = torch.randint(0, vocab, (CHUNK, 1), generator=gen)
+    minus_one = torch.full((CHUNK, 1), -1.0)
     logits = h @ w.T
-    out = torch.log_softmax(logits, -1)
-    d_out = torch.empty(CHUNK, vocab)
-    g = torch._log_softmax_backward_data(d_out.zero_().scatter_(1, t, -1.0), out, 1, torch.float32)
-    dh, dw = torch.empty(CHUNK, d_model), torch.zeros(vocab, d_model)
+    p = torch.softmax(logits, -1)
+    g = p.clone()
+    dh, dw_t = torch.empty(CHUNK, d_model), torch.zeros(d_model, vocab)
     matmul = 2 * CHUNK * vocab * d_model
     parts = [("logits: h @ weight.T", lambda: h @ w.T, matmul),
-             ("log_softmax", lambda: torch.log_softmax(logits, -1), 0),
-             ("the targets' log-probabilities (gather, sum)", lambda: out.gather(1, t).sum(), 0),
-             ("d loss / d log-probabilities (zero, scatter)", lambda: d_out.zero_().scatter_(1, t, -1.0), 0),
-             ("d loss / d logits (log_softmax's backward)",
-              lambda: torch._log_softmax_backward_data(d_out, out, 1, torch.float32), 0),
-             ("grad h: g @ weight", lambda: dh.copy_(g @ w), matmul),
-             ("grad weight: addmm_(g.T, h)", lambda: dw.addmm_(g.T, h), matmul)]
+             ("softmax", lambda: torch.softmax(logits, -1), 0),
+             ("the targets' probabilities (gather)", lambda: p.gather(1, t), 0),
+             ("p - onehot (scatter_add_)", lambda: g.scatter_add_(1, t, minus_one), 0),
+             ("grad h: g @ weight", lambda: torch.mm(g, w, out=dh), matmul),
+             ("grad weight, transposed: addmm_(h.T, g)", lambda: dw_t.addmm_(h.T, g), matmul)]
     timed = []
     for name, fn, flop in parts:
         fn()
@@ -93,12 +111,20 @@ def chunk_parts(d_model: int, vocab: int, reps: int) -> list[tuple[str, float, f
     return timed
 
 
+def label(config: str, rev: str | None) -> str:
+    if config in ("unfused", "base"):
+        return "unfused" if config == "unfused" else f"fused at {rev}, its default chunk"
+    return f"fused, chunk {config}" + (" (default)" if int(config) == CHUNK else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batches", type=int, default=20, help="training batches of the preset timed per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="4 batches, 1 repeat; prints only (no RESULTS.md)")
+    parser.add_argument("--base", help="a commit whose fused loss (at its default chunk) is timed beside")
     a = parser.parse_args()
+    base = base_loss(a.base) if a.base else None
     batches, repeats, calls = (4, 1, 20) if a.quick else (a.batches, a.repeats, 200)
     keep_freed_memory()
     d_model, vocab = 16, 8192
@@ -106,13 +132,13 @@ def main() -> None:
     gen = torch.Generator().manual_seed(0)
     inputs = [(torch.randn(n, d_model, generator=gen), torch.randint(0, vocab, (n,), generator=gen)) for n in counts]
     weight = 0.02 * torch.randn(vocab, d_model, generator=gen)
-    configs = ["unfused", *map(str, CHUNKS)]
+    configs = ["unfused", *(["base"] if base else []), *map(str, CHUNKS)]
 
     errors = {c: [0.0, 0.0, 0.0] for c in configs}
     for h, targets in inputs:
         reference = loss_and_grads("unfused", h, weight, targets)
         for c in configs:
-            got = loss_and_grads(c, h, weight, targets)
+            got = loss_and_grads(c, h, weight, targets, base)
             errors[c] = [max(e, relative(x, r)) for e, x, r in zip(errors[c], got, reference, strict=True)]
 
     seconds: dict[str, list[float]] = {c: [] for c in configs}
@@ -121,14 +147,13 @@ def main() -> None:
         for c in configs:
             start = time.process_time()
             for h, targets in inputs:
-                loss_and_grads(c, h, weight, targets)
+                loss_and_grads(c, h, weight, targets, base)
             seconds[c].append((time.process_time() - start) / batches)
     load_after = load_average()
 
-    base = statistics.median(seconds["unfused"])
-    rows = [[("unfused" if c == "unfused" else f"fused, chunk {c}" + (" (default)" if int(c) == CHUNK else "")),
-             f"{1000 * statistics.median(s):.1f}", f"{1000 * min(s):.1f}-{1000 * max(s):.1f}",
-             f"{base / statistics.median(s):.2f}x", *(f"{e:.1e}" for e in errors[c])]
+    unfused_s = statistics.median(seconds["unfused"])
+    rows = [[label(c, a.base), f"{1000 * statistics.median(s):.1f}", f"{1000 * min(s):.1f}-{1000 * max(s):.1f}",
+             f"{unfused_s / statistics.median(s):.2f}x", *(f"{e:.1e}" for e in errors[c])]
             for c, s in seconds.items()]
     body = (f"The loss and the LM head alone, forward + backward, per training batch of the paper's MQAR preset (batch "
             f"64, d_model 16, vocabulary 8,192; the preset's first {batches} training batches: "
@@ -138,13 +163,18 @@ def main() -> None:
             f"norm of the difference from the unfused form over the batches, float32.\n\n"
             + markdown_table(["loss", "ms per batch", "range", "unfused / this", "loss error", "grad h error",
                               "grad weight error"], rows).rstrip())
-    medians = {c: statistics.median(s) for c, s in seconds.items() if c != "unfused"}
+    medians = {c: statistics.median(s) for c, s in seconds.items() if c not in ("unfused", "base")}
     fastest, default = min(medians, key=medians.get), str(CHUNK)
     overlap = min(seconds[default]) <= max(seconds[fastest])
     body += (f"\n\nAt its default chunk the fused loss takes {1000 * medians[default]:.1f} ms per batch against the "
-             f"unfused form's {1000 * base:.1f} ({medians[default] / base:.0%} of it). The fastest chunk here is "
-             f"{fastest} ({1000 * medians[fastest]:.1f} ms); the default's repeats "
+             f"unfused form's {1000 * unfused_s:.1f} ({medians[default] / unfused_s:.0%} of it). The fastest chunk "
+             f"here is {fastest} ({1000 * medians[fastest]:.1f} ms); the default's repeats "
              f"{'overlap' if overlap else 'do not overlap'} its range.")
+    if base:
+        ratios = [b / d for b, d in zip(seconds["base"], seconds[default], strict=True)]
+        body += (f" The fused loss of {a.base} takes {1000 * statistics.median(seconds['base']):.1f} ms: this "
+                 f"checkout's default is {statistics.median(ratios):.2f}x as fast (per repeat, "
+                 f"{min(ratios):.2f}x-{max(ratios):.2f}x).")
     sgemm, _ = core_rates()
     parts = chunk_parts(d_model, vocab, calls)
     total = sum(p[1] for p in parts)

@@ -50,6 +50,22 @@ def test_the_fused_loss_is_the_unfused_one_on_cuda():
     assert (fused[3] == reference[3]).float().mean() > 0.99  # ties aside, as the unfused argmax
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_target_whose_probability_underflows_gets_its_loss_from_its_logits(dtype):
+    """Logits far apart (a gap of 1,000 and more) put some targets' softmax probabilities below the dtype's smallest
+    number: their loss is still log-sum-exp minus their logit, as the unfused form's, and their gradient p - 1."""
+    generator = torch.Generator().manual_seed(1)
+    h = (torch.randn(70, 4, generator=generator, dtype=dtype) * 30).requires_grad_()
+    weight = (torch.randn(40, 4, generator=generator, dtype=dtype) * 30).requires_grad_()
+    targets = torch.randint(0, 40, (70,), generator=generator)
+    assert (torch.softmax(h @ weight.T, -1).gather(1, targets[:, None]) == 0).sum() > 10
+    loss, _ = linear_cross_entropy(h, weight, targets)
+    want = unfused(h, weight, targets)
+    torch.testing.assert_close(loss, want, rtol=1e-12 if dtype == torch.float64 else 2e-6, atol=0)
+    for got, ref in zip(torch.autograd.grad(loss, (h, weight)), torch.autograd.grad(want, (h, weight)), strict=True):
+        torch.testing.assert_close(got, ref)
+
+
 def test_no_position_gives_zero_with_a_zero_gradient():
     h, weight = torch.randn(0, 4, requires_grad=True), torch.randn(10, 4, requires_grad=True)
     loss, predicted = linear_cross_entropy(h, weight, torch.zeros(0, dtype=torch.int64), predict=True)
