@@ -12,8 +12,8 @@ Per chunk, over its (CHUNK, vocabulary) values: the logits' matmul, one softmax,
 read p - onehot(targets) (the logits' gradient times n). The loss is the mean of -log p[target]; a target's
 probability below the dtype's smallest normal number has lost digits, so those positions (if any: one check per
 call) take log-sum-exp minus the target's logit from their logits formed again. The weight's gradient accumulates
-transposed, (d, vocabulary), where the matmul over a chunk's positions runs faster ("the fused loss: the chunk's
-passes" in benchmarks/RESULTS.md).
+transposed, (d, vocabulary), where the matmul over a chunk's positions runs faster ("the fused loss: chunk size" in
+benchmarks/RESULTS.md).
 
 The same arithmetic as the unfused form up to the order of its sums and where 1/n multiplies: equal to it to
 float32's rounding (tests/models/test_linear_cross_entropy.py, in float64 to 1e-12).
@@ -26,7 +26,7 @@ from torch import Tensor
 
 CHUNK = 32
 """Positions per chunk: 32 x 8,192 logits (1 MB in float32) stay in a core's caches beside the head's weight; of 8 to
-256, 16 and 32 were the fastest at the paper's MQAR preset, within each other's spread (benchmarks/RESULTS.md, "the
+256, 32 had the lowest median at the paper's MQAR preset, 16 to 128 within its spread (benchmarks/RESULTS.md, "the
 fused loss: chunk size")."""
 
 
