@@ -40,6 +40,7 @@ def test_the_fused_loss_is_the_unfused_one_to_float32_rounding():
     for got, want in zip(fused[:3], reference[:3], strict=True):
         torch.testing.assert_close(got, want, rtol=2e-6, atol=2e-7)
     assert torch.equal(fused[3], reference[3])
+    assert fused[2].is_contiguous()  # the weight's gradient in the weight's layout
 
 
 @pytest.mark.gpu

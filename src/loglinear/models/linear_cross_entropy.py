@@ -71,7 +71,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
         dh, dw = ctx.saved_tensors
         h_dtype, w_dtype = ctx.dtypes
         scale = grad_loss / ctx.n
-        return (dh * scale).to(h_dtype), (dw * scale).to(w_dtype), None, None, None
+        dw = (dw * scale).to(w_dtype).contiguous()  # the weight's layout, not its transpose's (as DDP's buckets expect)
+        return (dh * scale).to(h_dtype), dw, None, None, None
 
 
 def linear_cross_entropy(h: Tensor, weight: Tensor, targets: Tensor, *, predict: bool = False,
