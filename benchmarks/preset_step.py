@@ -12,7 +12,9 @@ commit (eager), this checkout eager (its default), with `train.fused_loss`, and 
 `train.compile`. In each of `--repeats` repeats every configuration runs once, in a fixed order (interleaved), with
 the load average read before and after; a configuration's figure is its mean over the steps every configuration of
 the mixer counted (a compiled run leaves out the steps that compiled), and the speed-up of a repeat is the base's
-mean over that repeat's.
+mean over that repeat's. Beside it, each configuration's least disturbed step: per step the fastest of the
+repeats (another process's load only adds time), mean over the steps, and its speed-up over the base's figure of the
+same kind.
 
 The floor it states: the step's matmul arithmetic (torch's FlopCounterMode over one training step of each
 component of the mixture, weighted as the timed steps are) at the core's measured sgemm rate, and the tensors the
@@ -95,6 +97,18 @@ def summary(runs: dict, mixers: list[str], repeats: int) -> tuple[str, list[floa
         rows.append([*row, len(common)])
     header = ["mixer", "base (ms)", *(f"{c} (ms: speed-up)" for c in list(CONFIGS)[1:]), "steps compared"]
     return markdown_table(header, rows), best
+
+
+def least_disturbed(runs: dict, mixers: list[str]) -> str:
+    """The table of each configuration's least disturbed step: per step, the fastest of the repeats (another
+    process's load only adds time), mean over the steps, and the speed-up over the base's figure of the same kind."""
+    rows = []
+    for mixer in mixers:
+        common = set.intersection(*(set(r) for c in CONFIGS for r in runs[mixer, c]))
+        fastest = {c: 1000 * statistics.fmean(min(r[s] for r in runs[mixer, c]) for s in common) for c in CONFIGS}
+        rows.append([f"`{mixer}`", f"{fastest['base']:.1f}",
+                     *(f"{fastest[c]:.1f}: {fastest['base'] / fastest[c]:.2f}x" for c in list(CONFIGS)[1:])])
+    return markdown_table(["mixer", "base (ms)", *(f"{c} (ms: speed-up)" for c in list(CONFIGS)[1:])], rows)
 
 
 def step_components(mixer: str) -> dict[tuple[int, int], tuple[float, float]]:
@@ -223,6 +237,8 @@ def main() -> None:
         f"this checkout ({head}). Speed-up: the base's mean over the configuration's, per repeat: mean (range). "
         f"Load average over the runs: {min(loads)} to {max(loads)} on 2 cores; "
         f"{(time.perf_counter() - started) / 60:.0f} min in all.\n\n{table}\n\n"
+        f"The least disturbed step (per step the fastest of the {args.repeats} repeats, mean over the steps):\n\n"
+        f"{least_disturbed(runs, args.mixers)}\n\n"
         f"**The floor** (the mixture of the timed steps):\n\n{floor_table(args.mixers, runs, measured)}"
     )
     print(body)

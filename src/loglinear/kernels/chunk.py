@@ -292,7 +292,7 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
     prev = F.pad(Lam[..., :-1], (1, 0))  # Lambda_{i-1}
     Rp, Dp = F.pad(R, (0, 0, 0, 0, 0, pad)), F.pad(D, (0, 0, 0, 0, 0, pad)).flatten(-2)  # (B, H, Np, C, K), (.., V*K)
     lam_p = None if lam_c is None else F.pad(lam_c, (0, 0, 0, 0, 0, pad))
-    out = R.new_zeros(B, H, Np, C, V)
+    out = []
     for m in range(1, Np.bit_length()):
         size, half = 1 << m, 1 << (m - 1)
         Lg = _grouped(Lam, size)
@@ -304,8 +304,10 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
             scale = scale * _grouped(lam_p[..., min(c + m, out_levels - 1)], size)[:, :, :, half:, :, None]
         Rs = (scale * _grouped(Rp, size)[:, :, :, half:]).flatten(3, 4)  # (B, H, G, half * C, K)
         part = Rs @ S[:, :, :, 0].transpose(-1, -2)  # (B, H, G, half * C, V)
-        _grouped(out, size)[:, :, :, half:] += part.unflatten(3, (half, C))
-    return out[:, :, :N]
+        # the first half of each group reads nothing at this level; padded, not added in place (whose slice
+        # updates inductor copies the whole output for, forward and backward)
+        out.append(F.pad(part.unflatten(3, (half, C)), (0, 0, 0, 0, half, 0)).flatten(2, 3))  # (B, H, Np, C, V)
+    return sum(out[1:], out[0])[:, :, :N]
 
 
 class _UnitLowerInverse(torch.autograd.Function):

@@ -69,9 +69,10 @@ class _CausalDepthwiseConv(torch.autograd.Function):
     @staticmethod
     def forward(x: Tensor, w: Tensor) -> Tensor:
         T, k = x.shape[1], w.shape[1]
-        y = x * w[:, k - 1]
+        taps = w.t().contiguous()  # (k, C): a tap contiguous like the channels (a strided w[:, j] takes the slow loop)
+        y = x * taps[k - 1]
         for j, s in ((j, k - 1 - j) for j in range(k - 1) if k - 1 - j < T):  # tap j reads s tokens back
-            y[:, s:] += x[:, : T - s] * w[:, j]
+            y[:, s:].addcmul_(x[:, : T - s], taps[j])
         return y
 
     @staticmethod
@@ -82,13 +83,14 @@ class _CausalDepthwiseConv(torch.autograd.Function):
     def backward(ctx, dy: Tensor) -> tuple[Tensor, Tensor]:
         x, w = ctx.saved_tensors
         T, k = x.shape[1], w.shape[1]
-        dx = dy * w[:, k - 1]
-        dw = torch.zeros_like(w)
-        dw[:, k - 1] = (dy * x).sum((0, 1))
+        taps = w.t().contiguous()
+        dx = dy * taps[k - 1]
+        dtaps = torch.zeros_like(taps)
+        dtaps[k - 1] = (dy * x).sum((0, 1))
         for j, s in ((j, k - 1 - j) for j in range(k - 1) if k - 1 - j < T):
-            dx[:, : T - s] += dy[:, s:] * w[:, j]
-            dw[:, j] = (dy[:, s:] * x[:, : T - s]).sum((0, 1))
-        return dx, dw
+            dx[:, : T - s].addcmul_(dy[:, s:], taps[j])
+            dtaps[j] = (dy[:, s:] * x[:, : T - s]).sum((0, 1))
+        return dx, dtaps.t().contiguous()
 
     @staticmethod
     def vmap(info, in_dims: tuple[int | None, int | None], x: Tensor, w: Tensor) -> tuple[Tensor, int]:
