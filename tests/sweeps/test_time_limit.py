@@ -53,8 +53,8 @@ LIMIT_S = 3600
 
 def test_a_time_limited_sweep_stops_its_runs_with_their_checkpoints_and_the_next_command_resumes(
         tmp_path, monkeypatch, capsys):
-    # the limit falls once the pack has saved a checkpoint, when its runs have most of their 1,000 steps ahead
-    spec = write_spec(tmp_path, {"train.seed": [0, 1, 2]}, **{"train.max_steps": 1000, "train.val_every": 10,
+    # the limit falls once the pack has saved a checkpoint, when its runs have most of their 500 steps ahead
+    spec = write_spec(tmp_path, {"train.seed": [0, 1, 2]}, **{"train.max_steps": 500, "train.val_every": 10,
                                                                "train.early_stop_threshold": None})
     out = tmp_path / "out"
     folders = [out / "runs" / r.run_id for r in expand(load_spec(spec))]

@@ -22,7 +22,8 @@ from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import INTERRUPTED, LAST, RESULT
 from loglinear.sweeps.manifest import MANIFEST, adopt_legacy, read_manifest, run_dir
 from loglinear.sweeps.plan import configuration, stray
-from loglinear.sweeps.spec import Run, SpecError, SweepSpec, describe, expand, points
+from loglinear.sweeps.resolver import PointResolver
+from loglinear.sweeps.spec import Run, SpecError, SweepSpec, describe, expand, points, shared_resolver
 from loglinear.sweeps.spec_keys import LR_KEY
 
 WORK = (RESULT, LAST, INTERRUPTED)
@@ -53,17 +54,17 @@ def held_runs(out: Path, spec: SweepSpec, stage_one: list[Run]) -> list[tuple[He
         entries = read_manifest(out)["runs"]
     except ConfigError:  # a corrupt manifest is written anew (sweeps/manifest.py, check_owner)
         return []
-    found = []
-    for entry in entries:
-        if any((run_dir(out, entry["id"]) / name).is_file() for name in WORK):
-            found.append(unplanned(spec, stage_one, entry))
-    return found
+    resolver = shared_resolver(spec)
+    return [unplanned(spec, stage_one, entry, resolver) for entry in entries
+            if any((run_dir(out, entry["id"]) / name).is_file() for name in WORK)]
 
 
-def unplanned(spec: SweepSpec, stage_one: list[Run], entry: dict[str, Any]) -> tuple[Held, str | None]:
-    """The manifest entry `entry` resolved under `spec`, and why `spec` can never plan it (None: it may)."""
+def unplanned(spec: SweepSpec, stage_one: list[Run], entry: dict[str, Any],
+              resolver: PointResolver | None = None) -> tuple[Held, str | None]:
+    """The manifest entry `entry` resolved under `spec` (by `resolver`, one of `shared_resolver(spec)`), and why
+    `spec` can never plan it (None: it may)."""
     try:
-        [run] = expand(spec, [(entry.get("point", {}), entry.get("stage"))])
+        [run] = expand(spec, [(entry.get("point", {}), entry.get("stage"))], resolver)
     except SpecError as e:
         return Held(entry, None), f"its values do not resolve: {e}"
     if entry["id"] not in run.ids:

@@ -16,7 +16,7 @@ from loglinear.reports.tables import finished_count
 from loglinear.runs.config import ConfigError
 from loglinear.runs.folder import FINISHED
 from loglinear.sweeps.manifest import MANIFEST, read_manifest
-from loglinear.sweeps.spec import Run, SweepSpec
+from loglinear.sweeps.spec import Run, SweepSpec, shared_resolver
 
 
 def protect_report(out: Path, sweep: Sweep, force: bool = False) -> None:
@@ -49,9 +49,10 @@ def protect_before_run(out: Path, spec: SweepSpec, runs: list[Run]) -> None:
     if not unplanned_ids:
         return
     entries = {e["id"]: e for e in read_manifest(out)["runs"]} if (out / MANIFEST).is_file() else {}
+    resolver = shared_resolver(spec)
     for rid in unplanned_ids:
         entry = entries.get(rid)
-        reason = f"it is not in {MANIFEST}" if entry is None else unplanned(spec, runs, entry)[1]
+        reason = f"it is not in {MANIFEST}" if entry is None else unplanned(spec, runs, entry, resolver)[1]
         if reason is not None:
             raise ConfigError(
                 f"{out / CSV} reports run {rid} as finished, and {spec.path or spec.name} does not plan it ({reason}): "

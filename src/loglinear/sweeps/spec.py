@@ -254,9 +254,19 @@ def confirmation_points(spec: SweepSpec, chosen: list[dict[str, Any]]) -> list[t
     return [({**p, **seed_point(seed)}, CONFIRMATION) for p in stripped for seed in spec.protocol.confirmation_seeds]
 
 
-def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | None = None) -> list[Run]:
+def shared_resolver(spec: SweepSpec) -> PointResolver | None:
+    """A resolver for several `expand` calls made together, which would each read the preset and merge each varied
+    value again; None when the base does not resolve (`expand` says why)."""
+    try:
+        return PointResolver(spec.preset, spec.base_overrides(), PLACEHOLDER_OUT_DIR)
+    except ConfigError:
+        return None
+
+
+def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | None = None,
+           resolver: PointResolver | None = None) -> list[Run]:
     """Every run of the sweep (`staged`: these points with their stages; default the first stage), resolved and
-    checked: one bad run fails the whole sweep before anything starts."""
+    checked: one bad run fails the whole sweep before anything starts. `resolver`: one from `shared_resolver(spec)`."""
     runs: list[Run] = []
     seen: dict[str, dict[str, Any]] = {}
     where = spec.path or spec.name
@@ -264,7 +274,8 @@ def expand(spec: SweepSpec, staged: list[tuple[dict[str, Any], str | None]] | No
         base = spec.base_overrides()
     except ConfigError as e:
         raise SpecError(f"{where}: base: {e}") from None
-    resolver = PointResolver(spec.preset, base, PLACEHOLDER_OUT_DIR)
+    if resolver is None:
+        resolver = PointResolver(spec.preset, base, PLACEHOLDER_OUT_DIR)
     preset = [spec.preset] if spec.preset else []
     texts: dict[tuple[str, str], str] = {}  # override() reads each value back through OmegaConf: once per value
     for point, stage in stage_one(spec) if staged is None else staged:
