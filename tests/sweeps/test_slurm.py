@@ -70,8 +70,8 @@ def test_partition_defaults_fit_the_cpu_partition(slurm_cluster):
 def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
     """The command of docs/sweeps.md; Ctrl-C stops following (the tasks go on), and the same command again
     follows the queued tasks instead of submitting them twice."""
-    # runs long enough (a few seconds each) that the status sees two of them running while the third is throttled
-    long_enough = {"train.max_steps": 300, "train.val_every": 100, "train.early_stop_threshold": None}
+    # runs long enough (about 20 s each) that the sweep is still following them when Ctrl-C arrives
+    long_enough = {"train.max_steps": 1500, "train.val_every": 500, "train.early_stop_threshold": None}
     spec = write_spec(tmp_path, {"model.mixer": ["attention", "mamba2", "log_linear_mamba2"]}, **long_enough)
     runs = expand(load_spec(spec))
     out = tmp_path / "out"
@@ -81,13 +81,10 @@ def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
     # two tasks at a time (--workers 2): the third waits in the queue with Slurm's reason
     seen = wait_for(lambda: _status_with(out, "running", "pending (JobArrayTaskLimit"), "a running and a throttled run")
     assert len(seen.splitlines()) == 1 + len(runs)
-    # held, the throttled task stays in the queue until the command run again has found it there
-    (job,) = json.loads((out / "slurm_jobs.json").read_text())["jobs"]
-    slurm_cluster.run("scontrol", "hold", job["job"])
     sweep.send_signal(signal.SIGINT)
     _, stderr = child_process.communicate(sweep, cpu_s=120)
     assert sweep.returncode == 130 and "its tasks go on" in stderr, stderr
-    again = _follow_held(command, out, job["job"], slurm_cluster)
+    again = sweep_cli(*command)
     assert again.returncode == 0, again.stderr
     assert "still in Slurm's queue from an earlier submission" in again.stderr
     assert len(json.loads((out / "slurm_jobs.json").read_text())["jobs"]) == 1
@@ -101,21 +98,6 @@ def test_sweep_with_only_the_partition_runs_every_run(slurm_cluster, tmp_path):
     status = sweep_cli("status", str(out))
     assert status.returncode == 0, status.stderr
     assert status.stdout.splitlines()[0] == f"tiny: {len(runs)} runs: {len(runs)} done"
-
-
-def _follow_held(command: list[str], out: Path, job: str, cluster) -> subprocess.CompletedProcess:
-    """`loglinear sweep *command` once more, Slurm's job `job` released when the command says it follows it."""
-    log = out.parent / "again.err"
-    with open(log, "w") as err:
-        again = subprocess.Popen([sys.executable, "-m", "loglinear", "sweep", *command], stdout=subprocess.PIPE,
-                                 stderr=err, text=True)
-        try:
-            wait_for(lambda: "from an earlier submission" in log.read_text() or again.poll() is not None,
-                     "the command run again following the held task")
-        finally:
-            cluster.run("scontrol", "release", job)
-        stdout, _ = finish(again)
-    return subprocess.CompletedProcess(again.args, again.returncode, stdout, log.read_text())
 
 
 def _status_with(out: Path, *wanted: str):
