@@ -102,3 +102,13 @@ def test_the_step_clock_counts_the_training_steps_after_the_skipped_ones_and_non
     # steps 2, 4, 5 and 6 of 0-7: the first two are skipped, step 3 ends in the validation after the fourth step,
     # and step 7 has no next step to end it
     assert line.startswith("steps=4 cpu_ms=") and "minor_faults=" in line
+
+
+def test_the_least_disturbed_step_is_the_fastest_repeat_of_each_step_not_of_each_repeat():
+    from benchmarks.preset_step import CONFIGS, least_disturbed
+
+    # the base's repeats are each slow at a different step: per step the fastest is 0.1 s, per repeat the mean 0.15
+    runs = {("m", c): [{1: 0.05, 2: 0.05}] * 2 for c in CONFIGS}
+    runs["m", "base"] = [{1: 0.2, 2: 0.1}, {1: 0.1, 2: 0.2}]
+    row = least_disturbed(runs, ["m"]).splitlines()[2]
+    assert row == "| `m` | 100.0 | " + " | ".join(["50.0: 2.00x"] * (len(CONFIGS) - 1)) + " |"

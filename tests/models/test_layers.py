@@ -22,5 +22,6 @@ def test_short_conv_matches_conv1d_forward_and_gradients(T, bias):
     grads, ref_grads = torch.autograd.grad(y, [x, conv.weight], dy), torch.autograd.grad(ref, [x_ref, w_ref], dy)
     for got, want in zip(grads, ref_grads, strict=True):
         assert torch.allclose(got, want, rtol=0, atol=1e-12)
+    assert grads[1].is_contiguous()  # the weight's gradient in the weight's layout
     inputs = (x.detach()[:1].clone().requires_grad_(), conv.weight.detach().clone().requires_grad_())
     assert torch.autograd.gradcheck(_CausalDepthwiseConv.apply, inputs)
