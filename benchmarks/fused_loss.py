@@ -69,9 +69,10 @@ def loss_and_grads(config: str, h: torch.Tensor, weight: torch.Tensor, targets: 
     h, weight = h.detach().requires_grad_(), weight.detach().requires_grad_()
     if config == "unfused":
         loss = unfused(h, weight, targets)
+    elif config == "base":
+        loss = base(h, weight, targets)[0]
     else:
-        loss = base(h, weight, targets)[0] if config == "base" else \
-            linear_cross_entropy(h, weight, targets, chunk=int(config))[0]
+        loss = linear_cross_entropy(h, weight, targets, chunk=int(config))[0]
     loss.backward()
     return loss.detach(), h.grad, weight.grad
 
@@ -112,8 +113,10 @@ def chunk_parts(d_model: int, vocab: int, reps: int) -> list[tuple[str, float, f
 
 
 def label(config: str, rev: str | None) -> str:
-    if config in ("unfused", "base"):
-        return "unfused" if config == "unfused" else f"fused at {rev}, its default chunk"
+    if config == "unfused":
+        return "unfused"
+    if config == "base":
+        return f"fused at {rev}, its default chunk"
     return f"fused, chunk {config}" + (" (default)" if int(config) == CHUNK else "")
 
 

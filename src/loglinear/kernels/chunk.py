@@ -292,7 +292,7 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
     prev = F.pad(Lam[..., :-1], (1, 0))  # Lambda_{i-1}
     Rp, Dp = F.pad(R, (0, 0, 0, 0, 0, pad)), F.pad(D, (0, 0, 0, 0, 0, pad)).flatten(-2)  # (B, H, Np, C, K), (.., V*K)
     lam_p = None if lam_c is None else F.pad(lam_c, (0, 0, 0, 0, 0, pad))
-    out = []
+    reads = []  # per level, (B, H, Np, C, V)
     for m in range(1, Np.bit_length()):
         size, half = 1 << m, 1 << (m - 1)
         Lg = _grouped(Lam, size)
@@ -306,8 +306,8 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
         part = Rs @ S[:, :, :, 0].transpose(-1, -2)  # (B, H, G, half * C, V)
         # the first half of each group reads nothing at this level; padded, not added in place (whose slice
         # updates inductor copies the whole output for, forward and backward)
-        out.append(F.pad(part.unflatten(3, (half, C)), (0, 0, 0, 0, half, 0)).flatten(2, 3))  # (B, H, Np, C, V)
-    return sum(out[1:], out[0])[:, :, :N]
+        reads.append(F.pad(part.unflatten(3, (half, C)), (0, 0, 0, 0, half, 0)).flatten(2, 3))
+    return sum(reads[1:], reads[0])[:, :, :N]
 
 
 class _UnitLowerInverse(torch.autograd.Function):
