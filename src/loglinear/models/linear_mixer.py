@@ -185,15 +185,16 @@ class LinearAttentionMixer(Mixer):
         return [{"impl": c.name, "selfcheck": None if c.verdict is None else c.verdict.record()} for c in self.choices]
 
     def _chunk_size(self, x: Tensor) -> int:
-        """cfg.chunk_size, on the CPU chunk path at most max(16, K, V) rounded up to a power of two.
+        """cfg.chunk_size, on the CPU chunk path at most max(16, K) rounded up to a power of two.
 
-        A chunk of C tokens costs O(C) per token in C x C matrices and saves state updates of K x V
-        per chunk; with small heads (Mamba-2's 16 x 16) long chunks only add C x C work. Any chunk
-        size gives the same outputs up to rounding.
+        A chunk of C tokens costs O(C) per token in C x C matrices and saves state updates per chunk;
+        with small heads long chunks only add C x C work. The delta rule's chunk also forms K x K
+        transitions and C x K carried keys, so K, not V, sets where a longer chunk stops paying
+        (benchmarks/RESULTS.md). Any chunk size gives the same outputs up to rounding.
         """
         if x.is_cuda or self.impl not in ("auto", "chunk"):
             return self.chunk_size
-        cap = 1 << (max(16, self.key_dim, self.value_dim) - 1).bit_length()
+        cap = 1 << (max(16, self.key_dim) - 1).bit_length()
         return min(self.chunk_size, cap)
 
     def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> RecurrentCache:
