@@ -120,8 +120,8 @@ class ModelConfig(
                       "force" (check again), "skip" (no check); None: LOGLINEAR_SELFCHECK, else "auto". No part
                       of a run's identity (result.json records what ran).
     chunk_size:       chunk length of the chunkwise operator (a power of two); on the CPU chunk path the
-                      linear mixers use at most max(16, K) (rounded up to a power of two): same output
-                      up to rounding, less dense work per chunk.
+                      linear mixers use at most max(16, K, V), the delta rule's max(16, K) (rounded up to a
+                      power of two): same output up to rounding, less dense work per chunk.
     A field added after runs were made is declared `ADDED` (loglinear/identity.py), as `init` and
     `mixer_options` are, so every earlier run keeps its id.
     """

@@ -176,26 +176,28 @@ class LinearAttentionMixer(Mixer):
             self.choices.append(choice)
         # the inputs are the mixer's own (g <= 0 by construction); a non-finite value shows in the loss, so the
         # operator's value checks (a pass over every input and a host sync per call) stay off here
+        chunk_size = self._chunk_size(x, delta=inp.beta is not None)
         with value_checks(False):
-            o = run_impl_mappable(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=self._chunk_size(x))
+            o = run_impl_mappable(choice.name, q, k, inp.v, inp.g, lam, inp.beta, chunk_size=chunk_size)
         return self.output(o, conv_out, rest)
 
     def implementations(self) -> list[dict[str, Any]]:
         # a verdict of None: no check applies (an implementation other than triton, or not on a CUDA device)
         return [{"impl": c.name, "selfcheck": None if c.verdict is None else c.verdict.record()} for c in self.choices]
 
-    def _chunk_size(self, x: Tensor) -> int:
-        """cfg.chunk_size, on the CPU chunk path at most max(16, K) rounded up to a power of two.
+    def _chunk_size(self, x: Tensor, *, delta: bool) -> int:
+        """cfg.chunk_size, on the CPU chunk path at most max(16, K, V) (the delta rule: max(16, K)) rounded up to a
+        power of two.
 
-        A chunk of C tokens costs O(C) per token in C x C matrices and saves state updates per chunk;
-        with small heads long chunks only add C x C work. The delta rule's chunk also forms K x K
-        transitions and C x K carried keys, so K, not V, sets where a longer chunk stops paying
-        (benchmarks/RESULTS.md). Any chunk size gives the same outputs up to rounding.
+        A chunk of C tokens costs O(C) per token in C x C matrices and saves state updates per chunk; with
+        small heads long chunks only add C x C work. The delta rule's chunk also forms K x K transitions and
+        C x K carried keys: there K, not V, sets where a longer chunk stops paying (benchmarks/RESULTS.md).
+        Any chunk size gives the same outputs up to rounding.
         """
         if x.is_cuda or self.impl not in ("auto", "chunk"):
             return self.chunk_size
-        cap = 1 << (max(16, self.key_dim) - 1).bit_length()
-        return min(self.chunk_size, cap)
+        widest = max(16, self.key_dim) if delta else max(16, self.key_dim, self.value_dim)
+        return min(self.chunk_size, 1 << (widest - 1).bit_length())
 
     def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> RecurrentCache:
         levels = 1
