@@ -117,3 +117,22 @@ def test_sign_prefix_equals_signed_products():
             expected = torch.einsum("bhd,bhd->bh", q[:, t], k[:, s]) * sign[:, s + 1 : t + 1].prod(1)
             torch.testing.assert_close(scores[:, :, t, s], expected)
     torch.testing.assert_close(last, initial * sign.prod(1))
+
+
+@pytest.mark.parametrize("mixer", ["gated_deltanet", "log_linear_gated_deltanet", "linear_attention", "retnet"])
+def test_the_cpu_chunk_follows_the_keys_for_the_delta_rule_and_the_wider_head_otherwise(tiny, mixer, monkeypatch):
+    from loglinear.models import linear_mixer
+
+    seen, run = [], linear_mixer.run_impl_mappable
+
+    def recording(*args, chunk_size, **kwargs):
+        seen.append(chunk_size)
+        return run(*args, chunk_size=chunk_size, **kwargs)
+
+    monkeypatch.setattr(linear_mixer, "run_impl_mappable", recording)
+    model = build_model(tiny(mixer=mixer, chunk_size=256, expand=2))
+    layer = model.blocks[0].mixer
+    assert layer.value_dim == 2 * layer.key_dim == 32  # value heads wider than the keys and than 16
+    _train_step(model, T=60)
+    delta = mixer.endswith("gated_deltanet")
+    assert seen == [16 if delta else 32] * len(model.blocks)
