@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from loglinear.models import LAMBDA_PARAMS, MIXERS, build_model
+from loglinear.models import LAMBDA_PARAMS, MIXERS, build_model, linear_mixer
 from loglinear.models.signed_decay import apply_sign_prefix, signed_log_decay
 
 from .helpers import LINEAR, LOG_LINEAR
@@ -121,8 +121,6 @@ def test_sign_prefix_equals_signed_products():
 
 @pytest.mark.parametrize("mixer", ["gated_deltanet", "log_linear_gated_deltanet", "linear_attention", "retnet"])
 def test_the_cpu_chunk_follows_the_keys_for_the_delta_rule_and_the_wider_head_otherwise(tiny, mixer, monkeypatch):
-    from loglinear.models import linear_mixer
-
     seen, run = [], linear_mixer.run_impl_mappable
 
     def recording(*args, chunk_size, **kwargs):

@@ -196,8 +196,8 @@ class LinearAttentionMixer(Mixer):
         """
         if x.is_cuda or self.impl not in ("auto", "chunk"):
             return self.chunk_size
-        widest = max(16, self.key_dim) if delta else max(16, self.key_dim, self.value_dim)
-        return min(self.chunk_size, 1 << (widest - 1).bit_length())
+        dims = (16, self.key_dim) if delta else (16, self.key_dim, self.value_dim)
+        return min(self.chunk_size, 1 << (max(dims) - 1).bit_length())
 
     def init_cache(self, batch_size: int, max_len: int, *, device: torch.device, dtype: torch.dtype) -> RecurrentCache:
         levels = 1
