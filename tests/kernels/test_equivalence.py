@@ -117,6 +117,8 @@ def test_fuzz_chunk_and_recurrent_against_naive(B, T, H, K, V, log_chunk, delta,
         o, s = run(x, impl, chunk_size=2**log_chunk)
         assert rel_err(o, o_ref) < 1e-9, impl
         assert rel_err(s.levels, s_ref.levels) < 1e-9, impl
+        o_only, _ = log_linear_attn(*x.args(), impl=impl, chunk_size=2**log_chunk)  # the loop-free paths
+        assert rel_err(o_only, o_ref) < 1e-9, impl
 
 
 @pytest.mark.parametrize("delta", [False, True], ids=["mamba2", "gdn"])
@@ -124,7 +126,8 @@ def test_fuzz_chunk_and_recurrent_against_naive(B, T, H, K, V, log_chunk, delta,
 @pytest.mark.parametrize("T", [1, 16, 37, 100, 257])
 def test_output_only_paths_match_naive(T, delta, levels):
     """Without the final state chunk takes shortcuts (the dense form for one chunk, the loop-free inter-chunk pass
-    for a scalar decay) and reads one shared q/k head by broadcasting: forward and gradients against naive."""
+    for a scalar decay and for the delta rule with lam) and reads one shared q/k head by broadcasting: forward and
+    gradients against naive."""
 
     def run(impl):
         x = make_inputs(2, T, 3, 8, 4, delta=delta, levels=levels, seed=T)

@@ -11,9 +11,11 @@ one Fenwick level per chunk pair. Per batch element and head, in the steps of `c
    c_s^T = beta_s k_s^T W_{s+1}..W_last, and the effective queries r_t = W_first..W_t q_t.
 3. `inter_chunk_scan`: one pass over the chunks carrying the chunk-level Fenwick state (the
    recurrence of kernels/recurrent.py with chunks as tokens and D as the outer product): at chunk I
-   its bucket m holds the keys at level c + m, and o_t += sum_m lambda_t^(c+m) H_m r_t. A scalar
-   decay from position 0 with no final state wanted (training) skips the loop: each level's buckets
-   are segment sums over aligned blocks of chunks (`_scalar_decay_reads`).
+   its bucket m holds the keys at level c + m, and o_t += sum_m lambda_t^(c+m) H_m r_t. From
+   position 0 with no final state wanted (training) the loop is skipped: each level's buckets come
+   from aligned blocks of chunks, as segment sums under a scalar decay (`_scalar_decay_reads`) and
+   from the blocks' halves under the delta rule with lam (`_delta_rule_reads`; its one state without
+   lam stays in the loop, which costs less there).
 4. `initial_state_reads`: an initial state's buckets travel with the chunk transitions; bucket l is
    read at level max(l, bit_length(p_t ^ last)).
 5. `final_state`: the last chunk's buckets plus that chunk's own keys split into levels 0..c.
@@ -64,8 +66,13 @@ def chunk_log_linear_attn(
     if not carry:  # one chunk and nothing to carry: the dense form is all
         return layout.from_chunks(o.flatten(2, 3)), None
     effects = chunk_effects(x, A, Tinv)
-    if not x.delta and state is None and not need_state:  # scalar decay from position 0: no loop over chunks
-        o = o + _scalar_decay_reads(effects.R, effects.D, x.G[..., -1], x.lam, layout.c, out_levels)
+    # from position 0 with no final state wanted, no loop over chunks; but the delta rule's one state (no lam) costs
+    # less through the loop than as levels
+    if state is None and not need_state and (x.lam is not None or not x.delta):
+        if x.delta:
+            o = o + _delta_rule_reads(effects.R, effects.D, effects.P, x.lam, layout.c, out_levels)
+        else:
+            o = o + _scalar_decay_reads(effects.R, effects.D, x.G[..., -1], x.lam, layout.c, out_levels)
         return layout.from_chunks(o.flatten(2, 3)), None
     o, starts, initial_starts = inter_chunk_scan(o, x, effects, first_chunks[0], state)
     base = p0 - layout.shift.long()  # (B,) absolute position of each sequence's first (padding) slot
@@ -307,6 +314,46 @@ def _scalar_decay_reads(R: Tensor, D: Tensor, log_a: Tensor, lam_c: Tensor | Non
         # the first half of each group reads nothing at this level; padded, not added in place (whose slice
         # updates inductor copies the whole output for, forward and backward)
         reads.append(F.pad(part.unflatten(3, (half, C)), (0, 0, 0, 0, half, 0)).flatten(2, 3))
+    return sum(reads[1:], reads[0])[:, :, :N]
+
+
+def _delta_rule_reads(R: Tensor, D: Tensor, P: Tensor, lam_c: Tensor, c: int, out_levels: int) -> Tensor:
+    """What every chunk reads from earlier ones under the delta rule, from chunk 0 on: step 3's loop, per level,
+    as `_scalar_decay_reads` reads it for a scalar decay.
+
+    R (B, H, N, C, K) effective queries, D (B, H, N, V, K) each chunk's keys at its end, P (B, H, N, K, K) each
+    chunk's transition (S -> S P + D). In groups of 2^m chunks the second half reads, at level c + m, the first
+    half's keys carried to its end, E (what the recurrence leaves after the first half alone), moved through the
+    chunks of the second half before the reader: H_i = E P_h..P_{i-1}, read as E (P_h..P_{i-1} r_t). Both factors
+    come level by level from the two halves of every aligned block: its E = E_1 Pi_2 + E_2 and its product
+    Pi = Pi_1 Pi_2, and the product from its start to each of its chunks, X_i (that of the first half, or Pi_1
+    times the second half's). Returns (B, H, N, C, V).
+    """
+    B, H, N, C, K = R.shape
+    Np = 1 << (N - 1).bit_length()  # padded to a power of two with chunks that change nothing: they are dropped
+    pad = Np - N
+    eye = torch.eye(K, dtype=P.dtype, device=P.device)
+    E, Pi = F.pad(D, (0, 0, 0, 0, 0, pad)), torch.cat([P, eye.expand(B, H, pad, K, K)], dim=2)
+    Rp = F.pad(R, (0, 0, 0, 0, 0, pad))  # (B, H, Np, C, K)
+    lam_p = F.pad(lam_c, (0, 0, 0, 0, 0, pad))
+    X = None  # (B, H, Np, K, K) the product from each chunk's block start to it; None: blocks of one, identity
+    reads = []  # per level, (B, H, Np, C, V)
+    for m in range(1, Np.bit_length()):
+        size, half = 1 << m, 1 << (m - 1)
+        E1, Pi1, Pi2 = E[:, :, 0::2], Pi[:, :, 0::2], Pi[:, :, 1::2]  # (B, H, G, ...) the halves of each group
+        Rs = _grouped(Rp, size)[:, :, :, half:]  # (B, H, G, half, C, K)
+        if X is not None:
+            Xs = _grouped(X, size)[:, :, :, half:]  # (B, H, G, half, K, K)
+            Rs = Rs @ Xs.transpose(-1, -2)
+        Rs = Rs * _grouped(lam_p[..., min(c + m, out_levels - 1)], size)[:, :, :, half:, :, None]
+        part = Rs.flatten(3, 4) @ E1.transpose(-1, -2)  # (B, H, G, half * C, V)
+        # the first half of each group reads nothing at this level; padded, not added in place (as there)
+        reads.append(F.pad(part.unflatten(3, (half, C)), (0, 0, 0, 0, half, 0)).flatten(2, 3))
+        if size < Np:  # the blocks of the next level
+            X2 = Pi1[:, :, :, None] if X is None else Pi1[:, :, :, None] @ Xs
+            X1 = eye.expand(B, H, Np // size, half, K, K) if X is None else _grouped(X, size)[:, :, :, :half]
+            X = torch.cat([X1, X2.expand(B, H, Np // size, half, K, K)], dim=3).flatten(2, 3)
+            E, Pi = E1 @ Pi2 + E[:, :, 1::2], Pi1 @ Pi2
     return sum(reads[1:], reads[0])[:, :, :N]
 
 
